@@ -1,0 +1,3 @@
+from crawler.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,93 @@
+"""The `crawler` command: run, demo, testweb (and the commands later issues add).
+
+Every command that crawls prints one JSON summary as the last line of its
+standard output; progress and logs go to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any, Coroutine
+
+from crawler.config import ConfigError, load
+
+
+def run_async(coro: Coroutine) -> Any:
+    """Run on uvloop when it is installed (DESIGN 1), else the default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from crawler.node import Node
+
+    config = load(args.config)
+    node = Node(config, args.node, source=args.config)
+    summary = run_async(node.run(handle_signals=True))
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    return 0 if summary["worker_errors"] == 0 else 1
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from crawler.demo import demo
+
+    return demo(args)
+
+
+def _cmd_testweb(argv: list[str]) -> int:
+    from crawler.testweb.cli import main as testweb_main
+
+    return testweb_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawler", description="A distributed, Mercator-style web crawler.")
+    parser.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one crawling node")
+    run.add_argument("-c", "--config", required=True, help="cluster YAML file")
+    run.add_argument("--node", type=int, default=0, help="which node of the file this process is (default 0)")
+    run.set_defaults(func=_cmd_run)
+
+    demo = sub.add_parser("demo", help="crawl a built-in local test web and print a summary")
+    demo.add_argument("--hosts", type=int, default=100, help="hosts in the test web (default 100)")
+    demo.add_argument("--pages", type=int, default=5000, help="pages in the test web (default 5000)")
+    demo.add_argument("--workers", type=int, default=64, help="workers per node (default 64)")
+    demo.add_argument("--dir", default=None, help="keep the demo's files here (default: a temporary folder)")
+    demo.set_defaults(func=_cmd_demo)
+
+    sub.add_parser("testweb", help="serve the synthetic test web (see `crawler testweb --help`)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    # `testweb` has its own parser; hand it the rest of the line untouched.
+    if "testweb" in argv:
+        i = argv.index("testweb")
+        if all(a.startswith("-") for a in argv[:i]):
+            logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            return _cmd_testweb(argv[i + 1:])
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"crawler: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

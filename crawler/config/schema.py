@@ -1,0 +1,215 @@
+"""The configuration schema: every key, its type, default, unit and meaning.
+
+The key names are a contract (DESIGN 2.11): scripts and deployments depend on
+them. Each field carries its documentation in `metadata`, so the loader's error
+messages, `config/example.yaml` and `docs/configuration.md` all come from this
+one file and cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+def doc(text: str, unit: str = "", **extra) -> dict:
+    """Field metadata: what the key means and its unit."""
+    return {"doc": text, "unit": unit, **extra}
+
+
+def _f(default, text: str, unit: str = "", **extra):
+    if isinstance(default, (list, dict)):
+        factory = (lambda d=default: type(d)(d))
+        return field(default_factory=factory, metadata=doc(text, unit, **extra))
+    return field(default=default, metadata=doc(text, unit, **extra))
+
+
+def _sub(cls, text: str):
+    return field(default_factory=cls, metadata=doc(text))
+
+
+# --- cluster -------------------------------------------------------------------
+
+@dataclass
+class NodeConfig:
+    """One crawling process of the cluster."""
+    id: int = _f(0, "Node id, 0..N-1; unique in the cluster.", min=0)
+    host: str = _f("127.0.0.1", "Address peers connect to for this node's peer port.")
+    peer_port: int = _f(7400, "TCP port of the peer server (0 = any free port; single node only).", min=0, max=65535)
+    metrics_port: int = _f(9400, "Port of the Prometheus /metrics endpoint (0 = any free port).", min=0, max=65535)
+    source_address: str | None = _f(None, "Local address outgoing fetches are bound to, so servers can tell nodes apart.")
+
+
+@dataclass
+class ClusterConfig:
+    name: str = _f("local", "Cluster name; part of the peer handshake.")
+    secret_env: str | None = _f("CRAWLER_CLUSTER_SECRET", "Environment variable holding the cluster secret.")
+    secret_file: str | None = _f(None, "File holding the cluster secret (used instead of secret_env when set).")
+    partition: Literal["modulo", "rendezvous"] = _f("modulo", "How hosts map to nodes: host_fp mod N, or rendezvous hashing.")
+    nodes: list[NodeConfig] = field(
+        default_factory=lambda: [NodeConfig()],
+        metadata=doc("One entry per crawling process."),
+    )
+
+
+# --- crawl ---------------------------------------------------------------------
+
+@dataclass
+class CrawlConfig:
+    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed); relative to the config file.")
+    seeds: list[str] = _f([], "Seed URLs given inline.")
+    data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; relative to the config file.")
+    max_pages: int = _f(0, "Stop after this many fetches per node; 0 = no limit.", "pages", min=0)
+    max_duration_s: float = _f(0.0, "Stop after this long; 0 = no limit.", "s", min=0)
+    user_agent: str = _f("ExampleCrawler/1.0 (+https://example.org/crawler)",
+                         "User-Agent header; include a contact URL. Its first word is the robots.txt product token.")
+
+
+# --- fetch ---------------------------------------------------------------------
+
+@dataclass
+class DnsConfig:
+    nameservers: list[str] = _f([], "Resolvers as ADDRESS or ADDRESS:PORT; empty = the system's.")
+    overrides: dict[str, str] = _f({}, "Static answers: a host name or '*.suffix' mapped to an address (like curl --resolve). "
+                                      "Override addresses are trusted by the private-network guard.")
+    timeout_s: float = _f(5.0, "Time allowed for one DNS query.", "s", min=0.001)
+    tries: int = _f(2, "Query attempts before a lookup fails.", min=1)
+    min_ttl_s: float = _f(60.0, "Positive answers are cached at least this long.", "s", min=0)
+    max_ttl_s: float = _f(3600.0, "Positive answers are cached at most this long.", "s", min=0)
+    negative_ttl_s: float = _f(300.0, "NXDOMAIN and failures are cached this long.", "s", min=0)
+
+
+@dataclass
+class FetchConfig:
+    allow_private_networks: bool = _f(False, "Allow fetching private, loopback and link-local addresses (needed for local test webs "
+                                             "reached through DNS; override addresses are always allowed).")
+    max_body_bytes: int = _f(16 * 1024 * 1024, "Largest body accepted on the wire; larger ones are cut and recorded.", "bytes", min=1)
+    max_decoded_bytes: int = _f(64 * 1024 * 1024, "Largest body after content decoding (gzip bombs).", "bytes", min=1)
+    max_header_bytes: int = _f(65536, "Largest response header line or field.", "bytes", min=256)
+    connect_timeout_s: float = _f(10.0, "Time allowed to open a connection.", "s", min=0.001)
+    read_timeout_s: float = _f(30.0, "Time allowed between two reads of the response.", "s", min=0.001)
+    total_timeout_s: float = _f(120.0, "Time allowed for one whole fetch.", "s", min=0.001)
+    keepalive_s: float = _f(60.0, "How long an idle connection to a host is kept open.", "s", min=0)
+    dns: DnsConfig = _sub(DnsConfig, "Name resolution.")
+
+
+@dataclass
+class RobotsConfig:
+    enabled: bool = _f(True, "Fetch and obey robots.txt (RFC 9309).")
+    max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).", "bytes", min=1)
+    cache_s: float = _f(86400.0, "How long a fetched robots.txt is trusted.", "s", min=0)
+    error_retry_s: float = _f(600.0, "After a 5xx or an unreachable robots.txt the host is treated as disallowed this long.", "s", min=0)
+
+
+# --- politeness and frontier -----------------------------------------------------
+
+@dataclass
+class PolitenessConfig:
+    delay_factor: float = _f(10.0, "Mercator's k: after a fetch that took x seconds, wait k*x before the host's next request.", min=0)
+    min_delay_s: float = _f(0.0, "Least wait between two requests to one host.", "s", min=0)
+    max_delay_s: float = _f(60.0, "Most wait from delay_factor or Crawl-delay (an absurd Crawl-delay does not stall a host forever).", "s", min=0)
+    respect_crawl_delay: bool = _f(True, "Obey robots.txt Crawl-delay.")
+    max_retry_after_s: float = _f(3600.0, "Most a 429/503 Retry-After may hold back a host.", "s", min=0)
+    default_retry_after_s: float = _f(30.0, "Back-off for a 429/503 that names no Retry-After.", "s", min=0)
+    max_retries: int = _f(2, "Times a URL answered 429/503 is queued again before its answer is final.", min=0)
+
+
+@dataclass
+class FrontierConfig:
+    priority_levels: int = _f(3, "Number of front queues (discrete priorities; 0 is highest).", min=1, max=64)
+    back_queues_per_worker: int = _f(3, "Active hosts kept per worker (Mercator: about 3).", min=1)
+
+
+# --- link handling ----------------------------------------------------------------
+
+@dataclass
+class ParseConfig:
+    link_sources: list[str] = _f(
+        ["a", "area", "link", "img", "frame", "iframe", "embed", "source", "form"],
+        "Elements whose URL attributes are links (form means form[action]).")
+    follow_nofollow: bool = _f(False, "Also follow links marked rel=nofollow.")
+    max_links_per_page: int = _f(10000, "Links beyond this many on one page are dropped and counted.", "links", min=1)
+
+
+@dataclass
+class FilterConfig:
+    allow_domains: list[str] = _f([], "Host suffixes that may be crawled; empty = all.")
+    deny_domains: list[str] = _f([], "Host suffixes that are never crawled.")
+    max_url_bytes: int = _f(2048, "Longest URL accepted.", "bytes", min=16)
+    max_path_depth: int = _f(16, "Most path segments in a URL (crawler traps).", "segments", min=1)
+    max_repeated_segments: int = _f(3, "Most times one path segment may repeat in a URL (crawler traps).", min=1)
+    max_pages_per_host: int = _f(0, "Most URLs admitted per host; 0 = no limit.", "urls", min=0)
+    deny_extensions: list[str] = _f([], "Path extensions never fetched, e.g. ['.zip', '.iso'].")
+
+
+# --- splitter, DUE ------------------------------------------------------------------
+
+@dataclass
+class CacheConfig:
+    policy: str = _f("clock", "Cache policy: clock, lru, random, static (offline only: min, infinite).")
+    size: int = _f(65536, "Entries the cache holds.", "entries", min=1)
+    seed: int = _f(0, "Seed of the random policy.")
+    preload_file: str | None = _f(None, "For static: .npy file of uint64 fingerprints to hold.")
+
+
+@dataclass
+class SplitterLogConfig:
+    enabled: bool = _f(False, "Log every URL entering the splitter for replay (files go under data_dir).")
+    rotate_bytes: int = _f(256 * 1024 * 1024, "Start a new log file beyond this size.", "bytes", min=4096)
+
+
+@dataclass
+class SplitterConfig:
+    cache: CacheConfig = _sub(CacheConfig, "The splitter's URL cache.")
+    cache_scope: Literal["cross", "all"] = _f("cross", "Which URLs pass the splitter cache: only those bound for peers, or all.")
+    batch_size: int = _f(1000, "A peer batch is sent at this many URLs...", "urls", min=1)
+    batch_ms: float = _f(200.0, "...or this long after its first URL, whichever comes first.", "ms", min=0)
+    log: SplitterLogConfig = _sub(SplitterLogConfig, "Binary stream log for replay.")
+
+
+def _due_cache() -> CacheConfig:
+    return CacheConfig(size=262144)
+
+
+@dataclass
+class DueConfig:
+    cache: CacheConfig = field(default_factory=_due_cache, metadata=doc("The DUE's front cache."))
+    buffer_size: int = _f(1_000_000, "URLs held before a merge with the disk set.", "urls", min=1)
+
+
+# --- output -----------------------------------------------------------------------
+
+@dataclass
+class WarcConfig:
+    enabled: bool = _f(True, "Write fetched pages to WARC files under data_dir/warc.")
+    rotate_bytes: int = _f(1024 ** 3, "Start a new WARC file beyond this size.", "bytes", min=4096)
+
+
+@dataclass
+class StoreConfig:
+    warc: WarcConfig = _sub(WarcConfig, "WARC output.")
+    crawl_log: bool = _f(True, "Write data_dir/crawl.log.jsonl, one line per fetch.")
+
+
+@dataclass
+class MetricsConfig:
+    bind: str = _f("127.0.0.1", "Address the /metrics endpoint listens on.")
+    enabled: bool = _f(True, "Serve /metrics.")
+    progress_interval_s: float = _f(5.0, "Progress line to stderr every this often; 0 = none.", "s", min=0)
+
+
+@dataclass
+class Config:
+    cluster: ClusterConfig = _sub(ClusterConfig, "The nodes of the crawl.")
+    crawl: CrawlConfig = _sub(CrawlConfig, "What to crawl and when to stop.")
+    workers: int = _f(256, "Asyncio worker tasks per node.", min=1)
+    fetch: FetchConfig = _sub(FetchConfig, "HTTP fetching.")
+    robots: RobotsConfig = _sub(RobotsConfig, "robots.txt handling.")
+    politeness: PolitenessConfig = _sub(PolitenessConfig, "Per-host politeness.")
+    frontier: FrontierConfig = _sub(FrontierConfig, "URL frontier.")
+    parse: ParseConfig = _sub(ParseConfig, "Link extraction.")
+    filter: FilterConfig = _sub(FilterConfig, "URL filter.")
+    splitter: SplitterConfig = _sub(SplitterConfig, "Host splitter.")
+    due: DueConfig = _sub(DueConfig, "Duplicate URL eliminator.")
+    store: StoreConfig = _sub(StoreConfig, "Pages and crawl log on disk.")
+    metrics: MetricsConfig = _sub(MetricsConfig, "Prometheus endpoint and progress.")

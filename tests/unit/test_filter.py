@@ -1,0 +1,41 @@
+import pytest
+
+from crawler.config.schema import FilterConfig
+from crawler.filter import HostBudget, URLFilter
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("http://a.test/", None),
+    ("http://a.test/" + "x" * 3000, "too_long"),
+    ("http://a.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16", None),           # 16 slashes
+    ("http://a.test/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/", "depth"),       # 17
+    ("http://a.test/a/b/a/b/a/x.html", None),                                 # a three times
+    ("http://a.test/a/b/a/b/a/b/a/x.html", "repeated_segment"),               # a four times
+    ("http://a.test/a/b/a/b/a/?q=/a/a/a/a/a", None),                          # query not counted
+    ("http://a.test:8080/x", None),
+])
+def test_rules(url, reason):
+    assert URLFilter(FilterConfig()).check(url) == reason
+
+
+def test_domains_match_on_label_boundaries():
+    f = URLFilter(FilterConfig(allow_domains=["example.org"], deny_domains=["bad.example.org"]))
+    assert f.check("http://example.org/") is None
+    assert f.check("http://www.example.org:81/") is None
+    assert f.check("http://notexample.org/") == "domain"
+    assert f.check("http://x.bad.example.org/") == "domain"
+    assert f.check("http://[::1]:80/") == "domain"
+
+
+def test_filter_counts_by_reason_and_keeps_order():
+    f = URLFilter(FilterConfig(deny_extensions=[".zip"], max_url_bytes=40))
+    urls = ["http://a.test/1", "http://a.test/f.ZIP", "http://a.test/" + "y" * 40, "http://a.test/2"]
+    assert f.filter(urls) == ["http://a.test/1", "http://a.test/2"]
+    assert f.rejected == {"extension": 1, "too_long": 1}
+
+
+def test_host_budget():
+    b = HostBudget(2)
+    assert [b.admit("a"), b.admit("a"), b.admit("a"), b.admit("b")] == [True, True, False, True]
+    assert b.refused == 1
+    assert all(HostBudget(0).admit("a") for _ in range(10))
