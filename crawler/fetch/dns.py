@@ -1,0 +1,323 @@
+"""The caching DNS resolver: one query per host name per TTL, however many fetches.
+
+A crawl touches each host many times and many hosts once; without a cache the
+resolver is the first bottleneck (Mercator; Olston & Najork). This module:
+
+- answers `fetch.dns.overrides` first (exact names, `*.suffix`, or `*` for
+  every name; case-insensitive), like curl's --resolve, with no query at all;
+- otherwise asks `fetch.dns.nameservers` (ADDRESS or ADDRESS:PORT; empty =
+  the system's) through aiodns/c-ares: A records, AAAA only when a name has
+  no A record;
+- caches answers for their TTL clamped to [min_ttl_s, max_ttl_s], and
+  failures (NXDOMAIN, NODATA, timeouts, SERVFAIL) for negative_ttl_s;
+- coalesces concurrent lookups of one name into one query.
+
+c-ares (1.34, inside pycares 5) also keeps a query cache of its own, bounded
+by each record's TTL (at most an hour) and not configurable through pycares;
+so when `max_ttl_s` is shorter than a record's TTL, the re-query may be
+answered by c-ares without reaching the nameserver (c-ares never serves an
+answer past its TTL).
+
+`Resolver` is also the aiohttp resolver of the fetcher's connector
+(`resolve()`); that hook is where the private-network guard filters resolved
+addresses (see `guard.py`), trusting override addresses. aiohttp's own DNS
+cache is off so every connection comes through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiodns
+import pycares
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from crawler.config.schema import DnsConfig
+from crawler.fetch.guard import PrivateAddressError, ip_literal, is_forbidden_text
+from crawler.fetch.result import DNS_ERROR, DNS_NXDOMAIN
+
+DEFAULT_MAX_ENTRIES = 1_000_000          # cached names (positive and negative) before eviction
+_EVICT_KEEP_FRACTION = 0.875             # a full cache is cut to this fraction in one pass (amortised O(1))
+_NXDOMAIN_CODES = frozenset({pycares.errno.ARES_ENOTFOUND, pycares.errno.ARES_ENODATA})
+_NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+_MAX_PORT = 65535
+
+
+class DnsError(OSError):
+    """A host name could not be resolved; `reason` is dns_nxdomain or dns_error.
+
+    An OSError (with errno None) so that aiohttp reports it as a DNS failure of
+    the connection; the fetcher reads `reason` back from the exception chain.
+    """
+
+    def __init__(self, reason: str, host: str, detail: str = "") -> None:
+        super().__init__(None, f"{host}: {detail or reason}")
+        self.reason = reason
+        self.host = host
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One cached answer: addresses (positive) or a failure reason (negative)."""
+
+    addresses: tuple[str, ...]
+    public: tuple[str, ...]          # the addresses the private-network guard lets through
+    reason: str | None               # None for a positive answer
+    detail: str
+    expires: float                   # monotonic deadline
+
+
+def _split_nameserver(entry: str) -> tuple[str, int | None]:
+    """(address, port) of ADDRESS, ADDRESS:PORT, IPV6 or [IPV6]:PORT; ValueError if malformed."""
+    text = entry.strip()
+    port: str | None = None
+    if text.startswith("["):
+        addr, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(entry)
+        port = rest[1:] or None
+    elif text.count(":") == 1:
+        addr, _, port = text.partition(":")
+    else:
+        addr = text
+    ipaddress.ip_address(addr)
+    if port is None:
+        return addr, None
+    if not port.isdigit() or not 0 < int(port) <= _MAX_PORT:
+        raise ValueError(entry)
+    return addr, int(port)
+
+
+def _parse_nameservers(entries: list[str]) -> list[str]:
+    servers = []
+    for entry in entries:
+        try:
+            addr, port = _split_nameserver(entry)
+        except ValueError:
+            raise ValueError(f"fetch.dns.nameservers: {entry!r} is not ADDRESS or ADDRESS:PORT") from None
+        host = f"[{addr}]" if ":" in addr else addr
+        servers.append(host if port is None else f"{host}:{port}")
+    return servers
+
+
+def _parse_overrides(overrides: dict[str, str]) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """({exact name: addresses}, {".suffix" or "*": addresses}); ValueError names the bad key."""
+    exact: dict[str, tuple[str, ...]] = {}
+    suffixes: dict[str, tuple[str, ...]] = {}
+    for key, value in overrides.items():
+        addrs = tuple(a.strip() for a in str(value).split(",") if a.strip())
+        for addr in addrs:
+            if ip_literal(addr) is None:
+                raise ValueError(f"fetch.dns.overrides[{key!r}]: {addr!r} is not an IP address")
+        if not addrs:
+            raise ValueError(f"fetch.dns.overrides[{key!r}]: no address given")
+        name = key.strip().lower().rstrip(".")
+        if name == "*":
+            suffixes["*"] = addrs
+        elif name.startswith("*."):
+            suffixes[name[1:]] = addrs           # "*.web.test" -> ".web.test"
+        else:
+            exact[name] = addrs
+    return exact, suffixes
+
+
+class Resolver(AbstractResolver):
+    """Caching, coalescing aiodns resolver with static overrides; also aiohttp's resolver."""
+
+    def __init__(self, config: DnsConfig, *, allow_private_networks: bool = False,
+                 max_entries: int = DEFAULT_MAX_ENTRIES,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._config = config
+        self._allow_private = allow_private_networks
+        self._servers = _parse_nameservers(config.nameservers)
+        self._exact, self._suffixes = _parse_overrides(config.overrides)
+        self._catch_all = self._suffixes.get("*")
+        self._max_entries = max_entries
+        self._clock = clock
+        self._cache: dict[str, _Entry] = {}
+        self._inflight: dict[str, asyncio.Task[_Entry]] = {}
+        self._channel: aiodns.DNSResolver | None = None
+        self._lookups = {"hit": 0, "miss": 0, "negative_hit": 0, "override": 0, "coalesced": 0, "literal": 0,
+                         "special_use": 0}
+        self._failures = {DNS_NXDOMAIN: 0, DNS_ERROR: 0}
+        self._refused_private = 0
+        self._queries = 0
+        self._latency_sum_s = 0.0
+        self._latency_count = 0
+        self._evictions = 0
+
+    # --- overrides -----------------------------------------------------------
+
+    def _override(self, name: str) -> tuple[str, ...] | None:
+        addrs = self._exact.get(name)
+        if addrs is not None or not self._suffixes:
+            return addrs
+        dot = name.find(".")
+        while dot != -1:                      # longest suffix first
+            addrs = self._suffixes.get(name[dot:])
+            if addrs is not None:
+                return addrs
+            dot = name.find(".", dot + 1)
+        return self._catch_all
+
+    def is_override(self, host: str) -> bool:
+        """True if `host` is answered from fetch.dns.overrides (its addresses are trusted)."""
+        return self._override(host.lower().rstrip(".")) is not None
+
+    # --- lookups -------------------------------------------------------------
+
+    async def resolve_host(self, host: str) -> list[str]:
+        """Addresses of `host` (overrides first, then cache, then one coalesced query); raises DnsError."""
+        return list((await self._entry(host)).addresses)
+
+    async def _entry(self, host: str) -> _Entry:
+        name = host.lower().rstrip(".")
+        addrs = self._override(name)
+        if addrs is not None:
+            self._lookups["override"] += 1
+            return _Entry(addrs, addrs, None, "", 0.0)
+        if name == "invalid" or name.endswith(".invalid"):
+            # RFC 6761 6.4: resolvers answer "invalid" names negatively, at once, without a query.
+            self._lookups["special_use"] += 1
+            raise DnsError("dns_nxdomain", host, "the .invalid domain never resolves (RFC 6761)")
+        literal = ip_literal(name)
+        if literal is not None:
+            self._lookups["literal"] += 1
+            text = str(literal)
+            return _Entry((text,), () if is_forbidden_text(text) else (text,), None, "", 0.0)
+        entry = self._cache.get(name)
+        if entry is not None:
+            if entry.expires > self._clock():
+                if entry.reason is None:
+                    self._lookups["hit"] += 1
+                    return entry
+                self._lookups["negative_hit"] += 1
+                raise DnsError(entry.reason, host, entry.detail)
+            del self._cache[name]
+        task = self._inflight.get(name)
+        if task is None:
+            self._lookups["miss"] += 1
+            task = asyncio.get_running_loop().create_task(self._lookup(name))
+            self._inflight[name] = task
+            task.add_done_callback(lambda _t, n=name: self._inflight.pop(n, None))
+        else:
+            self._lookups["coalesced"] += 1
+        # Shielded: a cancelled fetch must not cancel the lookup other fetches wait for.
+        entry = await asyncio.shield(task)
+        if entry.reason is not None:
+            raise DnsError(entry.reason, host, entry.detail)
+        return entry
+
+    def _get_channel(self) -> aiodns.DNSResolver:
+        if self._channel is None:
+            self._channel = aiodns.DNSResolver(
+                nameservers=self._servers or None,
+                timeout=self._config.timeout_s,
+                tries=self._config.tries,
+                loop=asyncio.get_running_loop(),
+            )
+        return self._channel
+
+    async def _query(self, name: str, qtype: str) -> tuple[list[str], float]:
+        """Addresses of one record type and the smallest TTL of the answer; raises aiodns DNSError."""
+        want = pycares.QUERY_TYPE_A if qtype == "A" else pycares.QUERY_TYPE_AAAA
+        result = await self._get_channel().query_dns(name, qtype)
+        addrs = [rec.data.addr for rec in result.answer if rec.type == want]
+        ttl = min((rec.ttl for rec in result.answer), default=0)
+        return addrs, float(ttl)
+
+    async def _lookup(self, name: str) -> _Entry:
+        """Query, cache and return the entry for `name`; never raises for DNS failures."""
+        cfg = self._config
+        started = time.monotonic()
+        self._queries += 1
+        reason, detail = DNS_NXDOMAIN, "no address records"
+        addrs: list[str] = []
+        ttl_s = 0.0
+        for qtype in ("A", "AAAA"):
+            try:
+                addrs, ttl_s = await self._query(name, qtype)
+            except aiodns.error.DNSError as exc:
+                code = exc.args[0] if exc.args else None
+                if code == pycares.errno.ARES_ENODATA and qtype == "A":
+                    continue
+                reason = DNS_NXDOMAIN if code in _NXDOMAIN_CODES else DNS_ERROR
+                detail = str(exc.args[1]) if len(exc.args) > 1 else repr(exc)
+                break
+            if addrs:
+                break
+        self._latency_sum_s += time.monotonic() - started
+        self._latency_count += 1
+        now = self._clock()
+        if addrs:
+            ttl_s = min(max(ttl_s, cfg.min_ttl_s), cfg.max_ttl_s)
+            public = tuple(a for a in addrs if not is_forbidden_text(a))
+            entry = _Entry(tuple(addrs), public, None, "", now + ttl_s)
+        else:
+            self._failures[reason] += 1
+            entry = _Entry((), (), reason, detail, now + cfg.negative_ttl_s)
+        self._store(name, entry)
+        return entry
+
+    def _store(self, name: str, entry: _Entry) -> None:
+        cache = self._cache
+        if len(cache) >= self._max_entries and name not in cache:
+            now = self._clock()
+            keep = int(self._max_entries * _EVICT_KEEP_FRACTION)
+            for key in [k for k, e in cache.items() if e.expires <= now]:
+                del cache[key]
+            while len(cache) > keep:             # oldest insertions first
+                del cache[next(iter(cache))]
+                self._evictions += 1
+        cache[name] = entry
+
+    # --- aiohttp hook ----------------------------------------------------------
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        """aiohttp's resolver interface: the addresses to connect to, guard applied."""
+        entry = await self._entry(host)
+        addrs = entry.addresses if self._allow_private else entry.public
+        if not addrs:
+            self._refused_private += 1
+            raise PrivateAddressError(None, f"{host}: only private addresses {list(entry.addresses)}")
+        results: list[ResolveResult] = []
+        for addr in addrs:
+            fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+            if family in (socket.AF_INET, socket.AF_INET6) and fam != family:
+                continue
+            results.append({"hostname": host, "host": addr, "port": port, "family": fam,
+                            "proto": 0, "flags": _NUMERIC_FLAGS})
+        if not results:
+            raise DnsError(DNS_NXDOMAIN, host, f"no address of family {family!r}")
+        return results
+
+    # --- component protocol -------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Lookups by result, failures by reason, query latency, cache size."""
+        return {
+            "lookups": dict(self._lookups),
+            "failures": dict(self._failures),
+            "refused_private": self._refused_private,
+            "queries": self._queries,
+            "latency_s_sum": self._latency_sum_s,
+            "latency_count": self._latency_count,
+            "cache_size": len(self._cache),
+            "evictions": self._evictions,
+            "inflight": len(self._inflight),
+        }
+
+    async def close(self) -> None:
+        """Cancel lookups in flight and release the c-ares channel."""
+        for task in list(self._inflight.values()):
+            task.cancel()
+        self._inflight.clear()
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.close()

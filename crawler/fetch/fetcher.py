@@ -1,0 +1,360 @@
+"""The HTTP fetcher: one GET, hard limits on everything, a FetchResult always.
+
+One aiohttp ClientSession serves the whole node. Its TCPConnector keeps one
+idle connection per host alive between polite requests (fetch.keepalive_s),
+has no connection limits of its own (the frontier already guarantees at most
+one request in flight per host), binds to the node's `source_address` when
+given, and resolves names through our caching `Resolver` (aiohttp's DNS cache
+is off), which also applies the private-network guard to resolved addresses.
+
+Limits, each ending the fetch with its reason code (result.py):
+- URL length and scheme are checked before anything is sent; so are IP-literal
+  hosts, against the private-network guard (aiohttp never resolves them);
+- connect (fetch.connect_timeout_s, per TCP+TLS attempt), read (the server
+  silent for fetch.read_timeout_s) and total (fetch.total_timeout_s) timeouts;
+- response header lines and fields (fetch.max_header_bytes, enforced by
+  aiohttp's parser);
+- body on the wire (fetch.max_body_bytes): reading stops at the limit, what was
+  read is kept and the connection is closed;
+- decoded body (fetch.max_decoded_bytes): aiohttp's decompression is off and
+  the body is inflated here incrementally and bounded (decode.py), which also
+  keeps the body as received for WARC records.
+Redirects are never followed: a 3xx comes back with its raw `location`.
+
+A fetch never raises for what the network or the server does; cancellation
+propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import aiohttp
+from aiohttp.http_exceptions import LineTooLong
+from yarl import URL
+
+from crawler.config.schema import FetchConfig
+from crawler.fetch import result as R
+from crawler.fetch.decode import BadContentEncoding, BodyDecoder, DecodedTooLarge, parse_codings
+from crawler.fetch.dns import Resolver
+from crawler.fetch.guard import ip_literal, is_forbidden
+from crawler.fetch.headers import parse_content_type, parse_retry_after
+from crawler.fetch.result import FetchResult
+
+log = logging.getLogger(__name__)
+
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+ACCEPT_ENCODING = "gzip, deflate"            # no br: no brotli library is installed
+_SCHEMES = ("http://", "https://")
+_SCHEME_PREFIX_CHARS = len("https://")
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_REDIRECT_MIN, _REDIRECT_MAX = 300, 399
+_HEADER_LINE_OVERHEAD_BYTES = 4              # ": " and CRLF around each reconstructed header
+_STATUS_LINE_FMT = "HTTP/{}.{} {} {}\r\n"
+_END_OF_HEADERS_BYTES = 2
+_TOO_MANY_HEADERS = "too many headers"
+
+
+class _Transfer:
+    """What one exchange has produced so far (kept when it fails half-way)."""
+
+    __slots__ = ("parts", "decoder", "decode_error", "head_bytes", "stopped")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.decoder: BodyDecoder | None = None
+        self.decode_error = ""
+        self.head_bytes = 0
+        self.stopped = ""                    # reason code when reading stopped at a limit
+
+
+def _chain(exc: BaseException):
+    """The exception, its causes and contexts, and aiohttp's wrapped os_error, without loops."""
+    seen = set()
+    todo = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        todo.extend((cur.__cause__, cur.__context__, getattr(cur, "os_error", None)))
+
+
+def classify(exc: BaseException) -> str:
+    """The reason code of an exception raised by aiohttp (or our resolver) during a fetch."""
+    for cur in _chain(exc):
+        reason = getattr(cur, "reason", None)
+        if isinstance(reason, str) and reason in R.REASON_CODES and reason != R.OK:
+            return reason                                   # DnsError, PrivateAddressError
+        if isinstance(cur, LineTooLong):
+            return R.HEADER_TOO_LARGE
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return R.CONNECT_TIMEOUT
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return R.READ_TIMEOUT
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return R.CONNECT_ERROR
+    if isinstance(exc, aiohttp.NonHttpUrlClientError):
+        return R.UNSUPPORTED_SCHEME
+    if isinstance(exc, aiohttp.InvalidURL):
+        return R.INVALID_URL
+    if isinstance(exc, aiohttp.ClientResponseError) and _TOO_MANY_HEADERS in str(exc.message).lower():
+        return R.HEADER_TOO_LARGE
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return R.PROTOCOL_ERROR
+    return ""
+
+
+class Fetcher:
+    """GETs one URL at a time per call, never following redirects, never raising for network trouble."""
+
+    def __init__(self, config: FetchConfig, resolver: Resolver, user_agent: str, *,
+                 source_address: str | None = None, max_url_bytes: int = 2048) -> None:
+        # What to send.
+        self._config = config
+        self._resolver = resolver
+        self._user_agent = user_agent
+        self._source_address = source_address
+        # Per-URL limits.
+        self._max_url_bytes = max_url_bytes
+        self._allow_private = config.allow_private_networks
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+        # Counters for stats().
+        self._fetches = 0
+        self._by_reason: dict[str, int] = {}
+        self._by_status_class: dict[str, int] = {}
+        self._wire_bytes = 0
+        self._body_bytes = 0
+        self._duration_s_sum = 0.0
+        self._unexpected_errors = 0
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        """The session, created on first use inside the running event loop."""
+        if self._session is None:
+            if self._closed:
+                raise RuntimeError("Fetcher is closed")
+            cfg = self._config
+            keepalive = cfg.keepalive_s > 0
+            connector = aiohttp.TCPConnector(
+                resolver=self._resolver,
+                use_dns_cache=False,
+                limit=0,                                  # unlimited: the frontier limits per host
+                limit_per_host=0,
+                force_close=not keepalive,
+                keepalive_timeout=cfg.keepalive_s if keepalive else None,
+                local_addr=(self._source_address, 0) if self._source_address else None,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None, connect=None,
+                                              sock_connect=cfg.connect_timeout_s,
+                                              sock_read=cfg.read_timeout_s),
+                headers={"User-Agent": self._user_agent, "Accept": ACCEPT,
+                         "Accept-Encoding": ACCEPT_ENCODING},
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                max_line_size=cfg.max_header_bytes,
+                max_field_size=cfg.max_header_bytes,
+                trust_env=False,
+            )
+        return self._session
+
+    def _precheck(self, url: str) -> tuple[URL | None, str, str]:
+        """(parsed URL, "", "") if the URL may be requested, else (None, reason, detail)."""
+        max_bytes = self._max_url_bytes
+        if len(url) > max_bytes or (not url.isascii() and len(url.encode("utf-8", "surrogatepass")) > max_bytes):
+            return None, R.URL_TOO_LONG, f"longer than {self._max_url_bytes} bytes"
+        if not url[:_SCHEME_PREFIX_CHARS].lower().startswith(_SCHEMES):
+            return None, R.UNSUPPORTED_SCHEME, url.partition(":")[0]
+        try:
+            # Canonical URLs are already percent-encoded: send them byte for byte.
+            if url.isascii() and url.isprintable() and " " not in url:
+                yurl = URL(url, encoded=True)
+            else:
+                yurl = URL(url)
+            host = yurl.raw_host
+            yurl.port                                     # noqa: B018 - validates the port
+        except (ValueError, TypeError) as exc:
+            return None, R.INVALID_URL, str(exc)
+        if not host:
+            return None, R.INVALID_URL, "no host"
+        if not self._allow_private:
+            literal = ip_literal(host)
+            if literal is not None and is_forbidden(literal):
+                return None, R.PRIVATE_ADDRESS, f"{literal} is not a public address"
+        return yurl, "", ""
+
+    async def fetch(self, url: str, *, max_body_bytes: int | None = None) -> FetchResult:
+        """GET `url` without following redirects. Hot path: once per page.
+
+        `max_body_bytes` lowers both body limits (wire and decoded) for this call (robots.txt uses it).
+        """
+        started = time.time()
+        t0 = time.monotonic()
+        res = FetchResult(url=url, started=started)
+        yurl, reason, detail = self._precheck(url)
+        if yurl is None:
+            res.reason, res.detail = reason, detail
+            return self._done(res, t0)
+        limit = self._config.max_body_bytes
+        decoded_limit = self._config.max_decoded_bytes
+        if max_body_bytes is not None:
+            limit, decoded_limit = min(limit, max_body_bytes), min(decoded_limit, max_body_bytes)
+        session = self._get_session()                     # raises only if the fetcher was closed
+        transfer = _Transfer()
+        deadline = None
+        try:
+            async with asyncio.timeout(self._config.total_timeout_s) as deadline:
+                await self._exchange(session, yurl, res, transfer, limit, decoded_limit)
+        except Exception as exc:                          # noqa: BLE001 - classified below; CancelledError passes
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                res.reason = R.TOTAL_TIMEOUT
+            elif isinstance(exc, DecodedTooLarge):
+                res.reason = R.DECODED_TOO_LARGE
+                exc = DecodedTooLarge(f"decoded body over {decoded_limit} bytes")
+            else:
+                res.reason = classify(exc)
+                if not res.reason:
+                    self._unexpected_errors += 1
+                    log.warning("unexpected error fetching %s", url, exc_info=True)
+                    res.reason = R.PROTOCOL_ERROR
+            res.detail = f"{type(exc).__name__}: {exc}"
+            if res.status:
+                res.truncated = True                      # the body is incomplete
+        else:
+            if transfer.stopped:
+                res.reason, res.truncated = transfer.stopped, True
+                res.detail = f"body over {limit} bytes"
+            elif transfer.decode_error:
+                res.reason, res.detail = R.BAD_CONTENT_ENCODING, transfer.decode_error
+        self._finish_body(res, transfer)
+        return self._done(res, t0)
+
+    async def _exchange(self, session: aiohttp.ClientSession, yurl: URL, res: FetchResult, transfer: _Transfer,
+                        limit: int, decoded_limit: int) -> None:
+        """Send the request and read the response into `res` and `transfer`."""
+        async with session.get(yurl, allow_redirects=False) as resp:
+            self._take_head(resp, res, transfer)
+            codings = parse_codings(resp.headers.get("Content-Encoding"))
+            if codings is None:
+                transfer.decode_error = f"unsupported Content-Encoding {resp.headers.get('Content-Encoding')!r}"
+            elif codings:
+                transfer.decoder = BodyDecoder(codings, decoded_limit)
+            try:
+                await self._read_body(resp, transfer, limit)
+            except BaseException:
+                resp.close()                              # never return a half-read connection to the pool
+                raise
+            if transfer.stopped:
+                resp.close()
+
+    def _take_head(self, resp: aiohttp.ClientResponse, res: FetchResult, transfer: _Transfer) -> None:
+        """Copy status line and headers into the result."""
+        res.status = status = resp.status
+        res.http_reason = resp.reason or ""
+        headers = resp.headers
+        res.headers = list(headers.items())
+        res.request_headers = list(resp.request_info.headers.items())
+        res.content_type, res.charset = parse_content_type(headers.get("Content-Type"))
+        if _REDIRECT_MIN <= status <= _REDIRECT_MAX:
+            res.location = headers.get("Location")
+        if status in _RETRY_AFTER_STATUSES:
+            res.retry_after_s = parse_retry_after(headers.get("Retry-After"), res.started)
+        res.ip = _peer_ip(resp)
+        version = resp.version
+        head = len(_STATUS_LINE_FMT.format(version.major if version else 1, version.minor if version else 1,
+                                           status, res.http_reason))
+        for name, value in resp.raw_headers:
+            head += len(name) + len(value) + _HEADER_LINE_OVERHEAD_BYTES
+        transfer.head_bytes = head + _END_OF_HEADERS_BYTES
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, transfer: _Transfer, limit: int) -> None:
+        """Read the body up to `limit` bytes, feeding the decoder as it comes. Hot path: once per chunk."""
+        readany = resp.content.readany
+        parts = transfer.parts
+        decoder = transfer.decoder
+        size = 0
+        while True:
+            chunk = await readany()
+            if not chunk:
+                break
+            room = limit - size
+            if len(chunk) > room:
+                chunk = chunk[:room]
+                transfer.stopped = R.BODY_TOO_LARGE
+            if chunk:
+                parts.append(chunk)
+                size += len(chunk)
+                if decoder is not None:
+                    try:
+                        decoder.feed(chunk)               # raises DecodedTooLarge past the limit
+                    except BadContentEncoding as exc:
+                        transfer.decode_error = f"bad {resp.headers.get('Content-Encoding')} data: {exc}"
+                        decoder = None                    # keep reading the raw body for the record
+            if transfer.stopped:
+                return
+        if decoder is not None:
+            try:
+                decoder.finish()
+            except BadContentEncoding as exc:
+                transfer.decode_error = f"bad {resp.headers.get('Content-Encoding')} data: {exc}"
+
+    def _finish_body(self, res: FetchResult, transfer: _Transfer) -> None:
+        """raw_body, body and wire_bytes from what was read."""
+        parts = transfer.parts
+        raw = parts[0] if len(parts) == 1 else b"".join(parts)
+        res.raw_body = raw
+        if transfer.decoder is not None:
+            res.body = transfer.decoder.decoded()
+        elif transfer.decode_error:
+            res.body = b""
+        else:
+            res.body = raw
+        res.wire_bytes = transfer.head_bytes + len(raw)
+
+    def _done(self, res: FetchResult, t0: float) -> FetchResult:
+        """Stamp the duration and count the fetch."""
+        res.duration_s = time.monotonic() - t0
+        self._fetches += 1
+        self._by_reason[res.reason] = self._by_reason.get(res.reason, 0) + 1
+        status_class = f"{res.status // 100}xx" if res.status else "none"
+        self._by_status_class[status_class] = self._by_status_class.get(status_class, 0) + 1
+        self._wire_bytes += res.wire_bytes
+        self._body_bytes += len(res.body)
+        self._duration_s_sum += res.duration_s
+        return res
+
+    def stats(self) -> dict:
+        """Fetches by reason and status class, bytes, time."""
+        return {
+            "fetches": self._fetches,
+            "by_reason": dict(self._by_reason),
+            "by_status_class": dict(self._by_status_class),
+            "wire_bytes": self._wire_bytes,
+            "body_bytes": self._body_bytes,
+            "duration_s_sum": self._duration_s_sum,
+            "unexpected_errors": self._unexpected_errors,
+        }
+
+    async def close(self) -> None:
+        """Close the session and its connections (the resolver belongs to the caller)."""
+        self._closed = True
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+def _peer_ip(resp: aiohttp.ClientResponse) -> str | None:
+    """The address the response came from."""
+    conn = resp.connection
+    transport = conn.transport if conn is not None else None
+    if transport is None:
+        # A response without body has already released its connection; its protocol still knows.
+        protocol = getattr(resp, "_protocol", None)
+        transport = getattr(protocol, "transport", None)
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return peer[0] if peer else None

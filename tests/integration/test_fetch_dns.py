@@ -1,0 +1,222 @@
+"""The caching resolver against a real dnsmasq on a loopback port; its query log shows what reached it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from crawler.config.schema import DnsConfig, FetchConfig
+from crawler.fetch import result as R
+from crawler.fetch.dns import DnsError, Resolver
+from crawler.fetch.fetcher import Fetcher
+
+DNSMASQ = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if Path("/usr/sbin/dnsmasq").exists() else None)
+LOCAL_TTL_S = 1                   # TTL dnsmasq gives its configured answers
+START_TIMEOUT_S = 5.0
+POLL_S = 0.02
+SETTLE_S = 0.15                   # time for a query that should not happen to reach the log
+
+pytestmark = pytest.mark.skipif(DNSMASQ is None, reason="dnsmasq binary not installed")
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Dnsmasq:
+    """A dnsmasq child process answering *.test from its command line, logging every query."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_udp_port()
+        self.log_path = tmp / "dnsmasq.log"
+        self.proc: subprocess.Popen | None = None
+        self.args = [
+            DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1", "--bind-interfaces",
+            "--no-resolv", "--no-hosts", "--conf-file=/dev/null", f"--pid-file={tmp / 'dnsmasq.pid'}",
+            "--user=root", "--group=root", "--log-queries", "--log-facility=-", "--cache-size=0",
+            f"--local-ttl={LOCAL_TTL_S}", "--local=/test/", "--address=/web.test/127.0.0.1",
+            "--host-record=a.test,127.0.0.5", "--host-record=pub.test,93.184.216.34",
+            "--host-record=mixed.test,10.0.0.7", "--host-record=mixed.test,93.184.216.35",
+            "--host-record=six.test,2001:db8::6",
+        ]
+
+    def start(self) -> None:
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while b"started" not in self.log_path.read_bytes():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.skip(f"dnsmasq did not start: {self.log_path.read_text(errors='replace')[-500:]}")
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.log.close()
+
+    def queries(self, name: str) -> int:
+        """How many queries for `name` dnsmasq has logged."""
+        text = self.log_path.read_text(errors="replace")
+        return sum(1 for line in text.splitlines() if "query[" in line and f"] {name} from" in line)
+
+    async def wait_queries(self, name: str, count: int) -> int:
+        deadline = time.monotonic() + 2.0
+        while self.queries(name) < count and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+        await asyncio.sleep(SETTLE_S)
+        return self.queries(name)
+
+
+@pytest.fixture
+def dnsmasq(tmp_path):
+    server = Dnsmasq(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def make_resolver(dnsmasq):
+    made = []
+
+    def factory(**values) -> Resolver:
+        allow = values.pop("allow_private_networks", True)
+        values.setdefault("min_ttl_s", 0.0)
+        config = DnsConfig(nameservers=[f"127.0.0.1:{dnsmasq.port}"], timeout_s=1.0, tries=1, **values)
+        resolver = Resolver(config, allow_private_networks=allow)
+        made.append(resolver)
+        return resolver
+
+    yield factory
+    for resolver in made:
+        await resolver.close()
+
+
+async def test_answers_are_cached(dnsmasq, make_resolver):
+    resolver = make_resolver()
+    assert await resolver.resolve_host("a.test") == ["127.0.0.5"]
+    assert await resolver.resolve_host("A.Test") == ["127.0.0.5"]
+    assert await resolver.resolve_host("host.web.test") == ["127.0.0.1"]
+    assert await dnsmasq.wait_queries("a.test", 1) == 1
+    lookups = resolver.stats()["lookups"]
+    assert (lookups["miss"], lookups["hit"]) == (2, 1)
+    assert resolver.stats()["latency_count"] == 2
+
+
+async def test_nxdomain_is_negatively_cached(dnsmasq, make_resolver):
+    resolver = make_resolver()
+    for _ in range(3):
+        with pytest.raises(DnsError) as err:
+            await resolver.resolve_host("nope.test")
+        assert err.value.reason == R.DNS_NXDOMAIN
+    assert await dnsmasq.wait_queries("nope.test", 1) == 1
+    stats = resolver.stats()
+    assert stats["lookups"]["negative_hit"] == 2 and stats["failures"][R.DNS_NXDOMAIN] == 1
+
+
+async def test_ttl_is_respected(dnsmasq, make_resolver):
+    resolver = make_resolver()
+    await resolver.resolve_host("a.test")
+    await resolver.resolve_host("a.test")
+    assert await dnsmasq.wait_queries("a.test", 1) == 1
+    await asyncio.sleep(LOCAL_TTL_S + 0.1)                 # the answer's TTL has run out
+    await resolver.resolve_host("a.test")
+    assert await dnsmasq.wait_queries("a.test", 2) == 2
+
+
+async def test_min_ttl_clamps_short_answers(dnsmasq, make_resolver):
+    resolver = make_resolver(min_ttl_s=30.0)
+    await resolver.resolve_host("a.test")
+    await asyncio.sleep(LOCAL_TTL_S + 0.1)
+    await resolver.resolve_host("a.test")
+    assert await dnsmasq.wait_queries("a.test", 1) == 1
+
+
+async def test_max_ttl_clamps_long_answers(dnsmasq, make_resolver):
+    resolver = make_resolver(min_ttl_s=0.0, max_ttl_s=0.0)
+    await resolver.resolve_host("a.test")
+    await resolver.resolve_host("a.test")
+    # Our cache let both through; c-ares' own query cache (which honours the record TTL and cannot be
+    # switched off through pycares) may answer the second, so count at our side.
+    assert resolver.stats()["queries"] == 2 and resolver.stats()["lookups"]["miss"] == 2
+
+
+async def test_concurrent_lookups_are_coalesced(dnsmasq, make_resolver):
+    resolver = make_resolver()
+    answers = await asyncio.gather(*(resolver.resolve_host("c.web.test") for _ in range(20)))
+    assert all(a == ["127.0.0.1"] for a in answers)
+    assert await dnsmasq.wait_queries("c.web.test", 1) == 1
+    assert resolver.stats()["lookups"]["coalesced"] == 19
+
+
+async def test_overrides_never_query(dnsmasq, make_resolver):
+    resolver = make_resolver(overrides={"*.web.test": "127.0.0.9", "a.test": "127.0.0.8"})
+    assert await resolver.resolve_host("x.y.web.test") == ["127.0.0.9"]
+    assert await resolver.resolve_host("a.test") == ["127.0.0.8"]
+    assert resolver.is_override("X.WEB.TEST") and not resolver.is_override("web.test")
+    await asyncio.sleep(SETTLE_S)
+    assert dnsmasq.queries("x.y.web.test") == 0 and dnsmasq.queries("a.test") == 0
+    assert resolver.stats()["lookups"]["override"] == 2 and resolver.stats()["queries"] == 0
+
+
+async def test_ipv6_only_name_falls_back_to_aaaa(dnsmasq, make_resolver):
+    resolver = make_resolver()
+    assert await resolver.resolve_host("six.test") == ["2001:db8::6"]
+
+
+async def test_unreachable_nameserver_is_dns_error(make_resolver):
+    port = free_udp_port()                                  # nothing listens there
+    resolver = Resolver(DnsConfig(nameservers=[f"127.0.0.1:{port}"], timeout_s=0.2, tries=1))
+    try:
+        with pytest.raises(DnsError) as err:
+            await resolver.resolve_host("a.test")
+        assert err.value.reason == R.DNS_ERROR
+    finally:
+        await resolver.close()
+
+
+async def test_guard_filters_resolved_addresses(dnsmasq, make_resolver):
+    resolver = make_resolver(allow_private_networks=False)
+    infos = await resolver.resolve("pub.test", 80)
+    assert [i["host"] for i in infos] == ["93.184.216.34"] and infos[0]["port"] == 80
+    infos = await resolver.resolve("mixed.test", 80)
+    assert [i["host"] for i in infos] == ["93.184.216.35"]
+    with pytest.raises(OSError) as err:
+        await resolver.resolve("a.test", 80)
+    assert err.value.reason == R.PRIVATE_ADDRESS
+    assert resolver.stats()["refused_private"] == 1
+
+
+async def test_fetch_through_dnsmasq(dnsmasq, make_resolver):
+    """A name resolving to loopback is refused by the guard, fetched when private networks are allowed."""
+    dns = DnsConfig(nameservers=[f"127.0.0.1:{dnsmasq.port}"], timeout_s=1.0, tries=1)
+    for allow, expected in ((False, R.PRIVATE_ADDRESS), (True, R.CONNECT_ERROR)):
+        resolver = Resolver(dns, allow_private_networks=allow)
+        fetcher = Fetcher(FetchConfig(allow_private_networks=allow, dns=dns), resolver, "ExampleCrawler/1.0")
+        try:
+            with socket.socket() as sock:                   # a closed port: connecting is refused
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            res = await fetcher.fetch(f"http://www.web.test:{port}/")
+            assert res.reason == expected, res.detail
+            res = await fetcher.fetch(f"http://missing.test:{port}/")
+            assert res.reason == R.DNS_NXDOMAIN
+        finally:
+            await fetcher.close()
+            await resolver.close()
