@@ -17,6 +17,7 @@ the CLI prints as the last line of standard output.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import signal
 import sys
@@ -30,13 +31,13 @@ from prometheus_client import CollectorRegistry
 from crawler.config import Config, node_config
 from crawler.config.schema import NodeConfig
 from crawler.due import MemoryDUE
-from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache, origin_of
+from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier
 from crawler.metrics import MetricsServer, NodeCollector
 from crawler.parse import LinkExtractor, content_fingerprint, is_html
 from crawler.store import CrawlLog, WarcStore
-from crawler.urls import canonicalize, fingerprints, host_of
+from crawler.urls import canonicalize, fingerprints, host_of, origin_of
 
 log = logging.getLogger("crawler.node")
 
@@ -91,7 +92,8 @@ class Node:
         self.due = MemoryDUE()
         self.frontier = Frontier(c.frontier, c.workers)
         self.extractor = LinkExtractor(c.parse)
-        self.registry = CollectorRegistry(auto_describe=True)
+        self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.registry = CollectorRegistry()
         self.registry.register(NodeCollector(self.metrics_snapshot))
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
@@ -139,8 +141,9 @@ class Node:
                 return self.delay_for(sum(r.duration_s for r in results), rules.crawl_delay_s)
             if not rules.allowed(url):
                 self.counters.robots_denied += 1
-                self.crawl_log and self.crawl_log.write({"url": url, "kind": "page", "status": 0,
-                                                         "reason": f"robots_{rules.source}_disallowed"})
+                if self.crawl_log is not None:
+                    self.crawl_log.write({"url": url, "kind": "page", "status": 0,
+                                          "reason": f"robots_{rules.source}_disallowed"})
                 return 0.0
         crawl_delay = rules.crawl_delay_s if rules is not None else None
         result = await self.fetcher.fetch(url)
@@ -152,8 +155,8 @@ class Node:
             if retry_after is None:
                 retry_after = self.config.politeness.default_retry_after_s
             delay = max(delay, min(retry_after, self.config.politeness.max_retry_after_s))
-        links = self.links_of(result)
-        self.record(result, "page", len(links))
+        links, failure = await self.links_of(result)
+        self.record(result, "page", len(links), failure)
         if links:
             self.add_urls(links)
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
@@ -169,28 +172,64 @@ class Node:
         self.counters.retries += 1
         return True
 
-    def links_of(self, result: FetchResult) -> list[str]:
-        """Links of a 2xx HTML page, or the Location of a 3xx (redirects are links, DESIGN 1)."""
+    async def links_of(self, result: FetchResult) -> tuple[list[str], str | None]:
+        """Links of a 2xx HTML page, or the Location of a 3xx (redirects are links, DESIGN 1).
+
+        Returns (links, failure): failure names why a page's links were not
+        taken (parse_timeout), else None.
+        """
         status = result.status
         if 300 <= status < 400:
             if result.location:
                 target = canonicalize(result.location, result.url)
                 if target:
                     self.counters.links_extracted += 1
-                    return [target]
-            return []
+                    return [target], None
+            return [], None
         if not (200 <= status < 300) or not result.body or not is_html(result.content_type):
-            return []
+            return [], None
         fp = content_fingerprint(result.body)
         if fp in self._content_seen:
             self.counters.duplicate_content += 1
-            return []
+            return [], None
         self._content_seen.add(fp)
-        page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
+        if len(result.body) <= self.config.parse.inline_max_bytes:
+            page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
+        else:
+            page = await self._parse_in_thread(result)
+            if page is None:
+                self.counters.errors["parse_timeout"] += 1
+                return [], "parse_timeout"
         self.counters.links_extracted += len(page.links)
-        return page.links
+        return page.links, None
 
-    def record(self, result: FetchResult, kind: str, links: int = 0) -> None:
+    async def _parse_in_thread(self, result: FetchResult):
+        """Parse off the event loop with a deadline; None when the deadline passed.
+
+        A thread cannot be stopped, so a parse past its deadline runs on in the
+        background; one still queued when its deadline passes never starts.
+        """
+        if self._parse_pool is None:
+            self._parse_pool = concurrent.futures.ThreadPoolExecutor(
+                self.config.parse.threads, thread_name_prefix=f"parse-{self.node_id}")
+        timeout_s = self.config.parse.timeout_s
+        deadline = time.monotonic() + timeout_s
+        extractor = self.extractor
+
+        def job():
+            if time.monotonic() > deadline:
+                return None
+            return extractor.parse(result.body, result.url, result.content_type, result.charset)
+
+        future = asyncio.get_running_loop().run_in_executor(self._parse_pool, job)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("node %d: parsing %s took over %.1f s; its links are not followed",
+                        self.node_id, result.url, timeout_s)
+            return None
+
+    def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None) -> None:
         """Count one fetch, write its crawl-log line and WARC records."""
         c = self.counters
         if kind == "robots":
@@ -213,6 +252,10 @@ class Node:
                 line["links"] = links
             if result.location:
                 line["location"] = result.location
+            if failure:
+                line["failure"] = failure
+            if result.detail and result.reason != "ok":
+                line["detail"] = result.detail
             self.crawl_log.write(line)
 
     # --- workers and lifecycle ---------------------------------------------------------
@@ -315,6 +358,8 @@ class Node:
             self.crawl_log.close()
         if self.warc is not None:
             self.warc.close()
+        if self._parse_pool is not None:
+            self._parse_pool.shutdown(wait=False, cancel_futures=True)
         self.due.close()
 
     async def run(self, *, handle_signals: bool = False) -> dict:

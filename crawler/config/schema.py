@@ -129,6 +129,12 @@ class ParseConfig:
         "Elements whose URL attributes are links (form means form[action]).")
     follow_nofollow: bool = _f(False, "Also follow links marked rel=nofollow.")
     max_links_per_page: int = _f(10000, "Links beyond this many on one page are dropped and counted.", "links", min=1)
+    inline_max_bytes: int = _f(262144, "HTML bodies larger than this are parsed in a worker thread, so one huge or hostile "
+                                       "page (deep nesting is quadratic in the parser) cannot stall the node's event loop.",
+                               "bytes", min=0)
+    timeout_s: float = _f(10.0, "A page parsed in a thread that takes longer is recorded as parse_timeout and its links "
+                                "are not followed.", "s", min=0.001)
+    threads: int = _f(2, "Threads for parsing large pages.", min=1)
 
 
 @dataclass

@@ -1,0 +1,133 @@
+"""Route each URL to its owner: local ones to our DUE, cross-host ones batched to peers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Awaitable, Callable
+
+import numpy as np
+
+from crawler.config.schema import SplitterConfig
+from crawler.splitter.owner import Partitioner
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
+from crawler.urls import host_of
+
+SendBatch = Callable[[int, list[str]], Awaitable[None]]
+
+
+class HostSplitter:
+    """The splitter of DESIGN 2.3; `route()` is called once per page (hot path)."""
+
+    def __init__(self, config: SplitterConfig, node_id: int, partitioner: Partitioner, cache,
+                 send: SendBatch, log: StreamLog | None = None) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.partitioner = partitioner
+        self.cache = cache
+        self.send = send
+        self.log = log
+        self._scope_all = config.cache_scope == "all"
+        self._batch_size = config.batch_size
+        self._batch_s = config.batch_ms / 1000.0
+        self._batches: dict[int, list[str]] = {}
+        self._born: dict[int, float] = {}
+        self.by_destination: Counter = Counter()
+        self.local = 0
+        self.cross = 0
+        self.cache_hits = 0
+        self.urls_sent = 0
+        self.batches_sent = 0
+        self.largest_batch = 0
+
+    async def route(self, urls: list[str], fps: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Returns the URLs this node owns (fingerprints, URLs); sends the rest on."""
+        n = len(urls)
+        if self.partitioner.nodes == 1 and self.cache is None:
+            self.local += n
+            self.by_destination[self.node_id] += n
+            if self.log is not None:
+                self.log.append(fps, np.full(n, self.node_id, np.uint16), np.zeros(n, np.uint16))
+            return fps, urls
+        owner = self.partitioner.owner
+        dest = np.fromiter((owner(host_of(u)) for u in urls), dtype=np.uint16, count=n)
+        cross = dest != self.node_id
+        hit = np.zeros(n, dtype=bool)
+        if self.cache is not None:
+            if self._scope_all:
+                hit = self.cache.check_and_add_many(fps)
+            elif cross.any():
+                hit[cross] = self.cache.check_and_add_many(fps[cross])
+        if self.log is not None:
+            self.log.append(fps, dest, cross.astype(np.uint16) * FLAG_CROSS + hit.astype(np.uint16) * FLAG_CACHE_HIT)
+        n_cross = int(cross.sum())
+        self.cross += n_cross
+        self.local += n - n_cross
+        self.cache_hits += int(hit.sum())
+        for d, count in zip(*np.unique(dest, return_counts=True)):
+            self.by_destination[int(d)] += int(count)
+        keep_local = ~cross & ~hit
+        outgoing = cross & ~hit
+        if outgoing.any():
+            for i in np.flatnonzero(outgoing).tolist():
+                await self._append(int(dest[i]), urls[i])
+        if keep_local.all():
+            return fps, urls
+        idx = np.flatnonzero(keep_local)
+        return fps[idx], [urls[i] for i in idx.tolist()]
+
+    async def _append(self, peer: int, url: str) -> None:
+        batch = self._batches.get(peer)
+        if batch is None:
+            batch = self._batches[peer] = []
+            self._born[peer] = time.monotonic()
+        batch.append(url)
+        if len(batch) >= self._batch_size:
+            await self._flush(peer)
+
+    async def _flush(self, peer: int) -> None:
+        batch = self._batches.pop(peer, None)
+        self._born.pop(peer, None)
+        if not batch:
+            return
+        self.urls_sent += len(batch)
+        self.batches_sent += 1
+        self.largest_batch = max(self.largest_batch, len(batch))
+        await self.send(peer, batch)
+
+    async def flush_due(self) -> None:
+        """Send every batch older than batch_ms (called by `run_timer`)."""
+        now = time.monotonic()
+        for peer in [p for p, born in self._born.items() if now - born >= self._batch_s]:
+            await self._flush(peer)
+
+    async def flush_all(self) -> None:
+        for peer in list(self._batches):
+            await self._flush(peer)
+        if self.log is not None:
+            self.log.flush()
+
+    async def run_timer(self) -> None:
+        """Flush batches by age; runs for the node's lifetime."""
+        tick = max(self._batch_s / 4, 0.002)
+        while True:
+            await asyncio.sleep(tick)
+            if self._born:
+                await self.flush_due()
+
+    @property
+    def pending(self) -> int:
+        return sum(len(b) for b in self._batches.values())
+
+    def stats(self) -> dict:
+        return {
+            "local": self.local, "cross": self.cross, "cache_hits": self.cache_hits,
+            "urls_sent": self.urls_sent, "batches_sent": self.batches_sent,
+            "largest_batch": self.largest_batch, "pending": self.pending,
+            "by_destination": dict(self.by_destination),
+        }
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()

@@ -1,0 +1,65 @@
+"""Helpers for integration tests that crawl a real test web with real nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from crawler.testweb.audit import by_host
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def run_crawler(args: list[str], *, timeout_s: float, env: dict | None = None,
+                cwd: Path | None = None) -> tuple[int, list[str], str]:
+    """Run `python -m crawler ARGS` to completion; (exit code, stdout lines, stderr)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p)
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "crawler", *args], capture_output=True, text=True,
+                          timeout=timeout_s, env=full_env, cwd=cwd)
+    return proc.returncode, proc.stdout.splitlines(), proc.stderr
+
+
+def last_json(lines: list[str]) -> dict:
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
+def crawl_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_factor: float,
+                          min_delay_s: float = 0.0, end_tolerance_s: float = 0.005) -> list[str]:
+    """Per host, consecutive requests must respect the delay, checked from the server's log.
+
+    Sound from the server's side: a request's server `start` is never later than
+    the crawler sending it, while the server's `end` stamp can lag the moment the
+    crawler had the last byte (the server may be descheduled after writing). So:
+    (a) next.start - prev.start >= max(k * x, min_delay, Crawl-delay), x being
+        the fetch time the crawler measured (its crawl log), exactly;
+    (b) next.start - prev.end >= max(min_delay, Crawl-delay) within `end_tolerance_s`.
+    """
+    x_of = {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
+    problems = []
+    for host, reqs in by_host(requests, True).items():
+        floor = max(min_delay_s, manifest.crawl_delay_s.get(host, 0.0))
+        for prev, nxt in zip(reqs, reqs[1:]):
+            x = x_of.get(f"http://{prev.host}:{manifest.port}{prev.path}", 0.0)
+            need = max(delay_factor * x, floor)
+            if nxt.start - prev.start < need:
+                problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s < {need:.4f}s")
+            if nxt.start - prev.end < floor - end_tolerance_s:
+                problems.append(f"{host}: {prev.path} -> {nxt.path}: gap {nxt.start - prev.end:.4f}s < {floor:.4f}s")
+    return problems

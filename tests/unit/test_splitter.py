@@ -1,0 +1,113 @@
+import asyncio
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from crawler.config.schema import SplitterConfig
+from crawler.splitter import (FLAG_CACHE_HIT, FLAG_CROSS, HostSplitter, Partitioner, StreamLog,
+                              read_header, read_records, rendezvous_owner)
+from crawler.urls import fingerprints, host_fingerprint
+
+
+class SetCache:
+    """Reference cache for tests: infinite, exact."""
+    def __init__(self):
+        self.seen = set()
+
+    def check_and_add_many(self, fps):
+        out = np.zeros(len(fps), dtype=bool)
+        for i, fp in enumerate(fps.tolist()):
+            out[i] = fp in self.seen
+            self.seen.add(fp)
+        return out
+
+
+def test_modulo_owner_is_host_fp_mod_n():
+    p = Partitioner(3)
+    for host in ("a.test", "b.test", "www.example.org"):
+        assert p.owner(host) == host_fingerprint(host) % 3
+
+
+def test_rendezvous_moves_about_one_nth_of_hosts():
+    hosts = [host_fingerprint(f"h{i}.test") for i in range(6000)]
+    before = [rendezvous_owner(h, 4) for h in hosts]
+    after = [rendezvous_owner(h, 5) for h in hosts]
+    moved = sum(a != b for a, b in zip(before, after))
+    assert all(b == 4 for a, b in zip(before, after) if a != b)   # only to the new node
+    assert 0.15 < moved / len(hosts) < 0.25
+    assert max(Counter(before).values()) < 1.15 * len(hosts) / 4
+
+
+async def test_routing_accounting_and_batches(tmp_path):
+    sent: list[tuple[int, list[str]]] = []
+
+    async def send(peer, urls):
+        sent.append((peer, urls))
+
+    config = SplitterConfig(batch_size=7, batch_ms=10_000)
+    part = Partitioner(3)
+    log = StreamLog(tmp_path, node_id=0, node_count=3, rotate_bytes=1 << 20)
+    s = HostSplitter(config, 0, part, SetCache(), send, log)
+    urls = [f"http://h{i % 40}.test/p{i % 90}" for i in range(500)]
+    fps = fingerprints(urls)
+    local_urls = []
+    for start in range(0, 500, 25):
+        lf, lu = await s.route(urls[start:start + 25], fps[start:start + 25])
+        assert list(lf) == list(fingerprints(lu))
+        local_urls += lu
+    await s.flush_all()
+    owners = [part.owner(f"h{i % 40}.test") for i in range(500)]
+    assert local_urls == [u for u, o in zip(urls, owners) if o == 0]
+    cross = sum(o != 0 for o in owners)
+    st = s.stats()
+    assert st["cross"] == cross and st["local"] == 500 - cross
+    assert st["urls_sent"] == cross - st["cache_hits"]                   # the splitter's accounting
+    assert st["urls_sent"] == len({u for u, o in zip(urls, owners) if o != 0})
+    assert all(len(b) <= 7 for _, b in sent) and sum(len(b) for _, b in sent) == st["urls_sent"]
+    assert all(part.owner(u.split("/")[2]) == peer for peer, b in sent for u in b)
+    log.close()
+    (path,) = log.files
+    header = read_header(path)
+    assert (header.node_id, header.node_count) == (0, 3)
+    rec = read_records(path)
+    assert len(rec) == 500
+    assert rec["fp"].tolist() == fps.tolist()
+    assert rec["dest"].tolist() == owners
+    assert int(((rec["flags"] & FLAG_CROSS) > 0).sum()) == cross
+    assert int(((rec["flags"] & FLAG_CACHE_HIT) > 0).sum()) == st["cache_hits"]
+
+
+async def test_batch_flushed_by_age():
+    sent = []
+
+    async def send(peer, urls):
+        sent.append(urls)
+
+    s = HostSplitter(SplitterConfig(batch_size=1000, batch_ms=30), 0, Partitioner(2), SetCache(), send)
+    urls = [f"http://x{i}.test/" for i in range(40)]
+    await s.route(urls, fingerprints(urls))
+    timer = asyncio.create_task(s.run_timer())
+    try:
+        for _ in range(100):
+            if sent:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        timer.cancel()
+    assert sent and sum(map(len, sent)) == s.stats()["cross"]
+
+
+def test_stream_log_rotates_and_rejects_foreign_files(tmp_path):
+    log = StreamLog(tmp_path, 1, 2, rotate_bytes=4096)
+    fps = np.arange(1000, dtype=np.uint64)
+    for i in range(10):
+        log.append(fps[i * 100:(i + 1) * 100], np.ones(100, np.uint16), np.zeros(100, np.uint16))
+    log.close()
+    assert len(log.files) > 1
+    joined = np.concatenate([read_records(p)["fp"] for p in log.files])
+    assert joined.tolist() == fps.tolist()
+    bad = tmp_path / "bad.log"
+    bad.write_bytes(b"not a log at all" * 8)
+    with pytest.raises(ValueError, match="not a splitter stream log"):
+        read_header(bad)
