@@ -1,0 +1,524 @@
+"""The outgoing link to one peer: queue, window, ACKs, resend, reconnect, spill.
+
+A batch accepted by `put` is in exactly one of these places until the peer
+ACKs it, and they are sent in this order (which is sequence-number order):
+
+    resend   sent on a connection that died before the ACK (at most window_batches)
+    spool    on disk (see spool.py), read back one batch at a time
+    pending  in memory, at most queue_batches
+
+On the wire, at most `window_batches` are unacknowledged (`unacked`).
+
+Backpressure choice: while the peer is up, a full `pending` makes `put`
+await (a slow receiver slows the splitter). While the peer is down, `put`
+never waits: once the queue is full, or the peer has been down for
+`spill_after_s`, the queue and every new batch go to the spool, and the
+splitter keeps crawling. Only when the spool cannot be written (disk full)
+does `put` wait while the peer is down.
+
+A peer that accepts TCP and says nothing fails the handshake timeout; one
+that stops answering mid-session is caught by the PING/PONG watchdog
+(`dead_after_s`) or the ACK timeout; either way the link drops, reconnects
+with capped exponential backoff and jitter, and batches spill meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crawler.config.schema import NodeConfig
+from crawler.peers.auth import client_handshake
+from crawler.peers.frames import (
+    BATCH_HEAD,
+    HEADER_BYTES,
+    MALFORMED,
+    FrameError,
+    FrameType,
+    batch_frame,
+    decode_bye,
+    decode_seq,
+    encode_bye,
+    encode_control,
+    encode_seq,
+    read_frame,
+)
+from crawler.peers.options import PeerOptions
+from crawler.peers.spool import SeqAllocator, Spool
+
+log = logging.getLogger(__name__)
+
+BYE_DRAIN_S = 1.0          # most time spent pushing the BYE out at close
+SPOOL_RETRY_S = 1.0        # after a failed spool write (disk full), wait this long before trying again
+MIN_WATCHDOG_TICK_S = 0.01
+WATCHDOG_TICKS = 4         # watchdog checks per shortest timer
+
+
+@dataclass(slots=True)
+class Batch:
+    """One encoded BATCH frame and where its durable copy lives."""
+    seq: int
+    frame: bytes
+    urls: int
+    segment: int | None = None    # spool segment holding it; None = only in memory
+    sent_at: float = 0.0
+
+
+@dataclass
+class LinkCounters:
+    batches_sent: int = 0         # accepted by put() (once each; resends not counted)
+    urls_sent: int = 0
+    bytes_sent: int = 0
+    batches_resent: int = 0       # retransmissions after a lost connection
+    batches_acked: int = 0
+    urls_acked: int = 0
+    batches_spilled: int = 0      # batches written to the spool
+    batches_replayed: int = 0     # batches sent from the spool
+    controls_sent: int = 0
+    controls_dropped: int = 0     # not connected, or too big
+    connects: int = 0             # successful handshakes
+    connect_failures: Counter = field(default_factory=Counter)
+    disconnects: Counter = field(default_factory=Counter)
+    lost_at_close: int = 0        # batches neither delivered nor spooled at close (spool unwritable)
+
+
+class LinkDown(Exception):
+    """The current connection is over; `reason` is the counter key."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class PeerLink:
+    """Delivers batches to one peer, at least once, in sequence order."""
+
+    def __init__(self, me_id: int, peer: NodeConfig, cluster: str, secret: bytes,
+                 spool_dir: Path, options: PeerOptions) -> None:
+        self.me_id = me_id
+        self.peer = peer
+        self.peer_id = peer.id
+        self._cluster = cluster
+        self._secret = secret
+        self.opts = options
+        self.counters = LinkCounters()
+        self.spool = Spool(spool_dir / f"peer-{peer.id}", options.spool_segment_bytes)
+        self.seqs = SeqAllocator.open(self.spool.dir, floor=self.spool.max_seq())
+        # Batches reloaded from the spool count as sent in this process's life
+        # (the peer has not ACKed them), so sent - received stays the number in transit.
+        self.counters.batches_sent += self.spool.unread
+        self.resend: deque[Batch] = deque()
+        self.pending: deque[Batch] = deque()
+        self.unacked: dict[int, Batch] = {}          # insertion order = transmission order
+        self.up = False
+        self.down_since = time.monotonic()
+        self.last_rx = 0.0
+        self._ping_token = 0
+        self._ping_sent_at = 0.0
+        self._writer: asyncio.StreamWriter | None = None
+        self._work = asyncio.Event()       # something to transmit, or window space
+        self._space = asyncio.Event()      # pending shrank or the link state changed
+        self._changed = asyncio.Event()    # an ACK arrived or the link state changed (close() watches)
+        self._connecting = False
+        self._try_after_close = False      # the attempt under way began after close()
+        self._last_try = False             # close() wants one more attempt that has not started yet
+        self._stop = asyncio.Event()
+        self._nudge = asyncio.Event()      # cut a reconnect delay short (stop, or close() wants a last try)
+        self._closing = False
+        self._closed = False
+        self._task: asyncio.Task | None = None
+        self._acked_this_session = 0
+        self._spool_retry_at = 0.0         # monotonic time before which a broken spool is not retried
+
+    # --- public surface ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"peer-link-{self.peer_id}")
+
+    @property
+    def in_memory(self) -> int:
+        """Batches held in RAM for this peer."""
+        return len(self.pending) + len(self.resend) + sum(1 for b in self.unacked.values() if b.segment is None)
+
+    def drained(self) -> bool:
+        """Nothing queued, nothing unacked, nothing spooled."""
+        return not (self.pending or self.resend or self.unacked or self.spool.live)
+
+    async def put(self, body: bytes, urls: int) -> None:
+        """Accept one batch (an `encode_urls` body); awaits only while the peer is up and the queue is full.
+
+        The sequence number is given at the moment the batch is placed (no
+        await in between), so concurrent callers can never put numbers out
+        of order; a number given to a batch the spool then refused is just
+        skipped.
+        """
+        while True:
+            if self._closed:
+                raise RuntimeError(f"link to node {self.peer_id} is closed")
+            full = len(self.pending) >= self.opts.queue_batches
+            if self._closing or (not self.up and (full or self._down_too_long())):
+                if self._spill() and self._spool_one(body, urls):
+                    return
+            if len(self.pending) < self.opts.queue_batches:
+                self.pending.append(self._accept(body, urls))
+                self._work.set()
+                return
+            self._space.clear()
+            await self._space.wait()
+
+    def send_control(self, message: dict) -> bool:
+        """Best effort: written now if connected, else dropped."""
+        if not self.up or self._writer is None or self._writer.is_closing():
+            self.counters.controls_dropped += 1
+            return False
+        try:
+            frame = encode_control(message, self.opts.max_control_bytes)
+        except (ValueError, TypeError) as exc:
+            log.warning("control message to node %d not sent: %s", self.peer_id, exc)
+            self.counters.controls_dropped += 1
+            return False
+        self._writer.write(frame)
+        self.counters.controls_sent += 1
+        return True
+
+    async def close(self, deadline: float) -> None:
+        """Flush until `deadline` (monotonic), say BYE, keep what is left in the spool."""
+        self._closing = True
+        self._space.set()
+        if not self.up and not self.drained():
+            self._last_try = True          # one more attempt that starts now, whatever the backoff says
+            self._nudge.set()
+        # Wait while something can still be delivered: the link is up, or an attempt begun since close() runs.
+        while not self.drained() and (self.up or self._last_try or (self._connecting and self._try_after_close)):
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                break
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining_s)
+            except TimeoutError:
+                break
+        self._stop.set()
+        self._nudge.set()
+        self._work.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), BYE_DRAIN_S + max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._writer is not None:
+            self._writer.transport.abort()
+        self._go_down("closed")
+        left = [b for b in self.resend if b.segment is None] + list(self.pending)
+        try:
+            self.spool.dump([b.frame for b in left])
+            self.counters.batches_spilled += len(left)
+        except OSError as exc:
+            self.counters.lost_at_close += len(left)
+            log.error("node %d: %d batches could not be spooled at close: %s", self.peer_id, len(left), exc)
+        self.pending.clear()
+        self.resend.clear()
+        self.spool.close()
+        self._closed = True
+        self._space.set()             # puts still waiting now raise
+
+    async def abort(self) -> None:
+        """Stop at once, as a crash would: no flush, no BYE, memory-only batches are lost."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._writer is not None:
+            self._writer.transport.abort()
+        self.spool.close()
+        self._space.set()
+
+    # --- queueing ------------------------------------------------------------------------
+
+    def _accept(self, body: bytes, urls: int) -> Batch:
+        """Number and frame a batch that is being placed now; counts it as sent (once, ever)."""
+        seq = self.seqs.next()
+        batch = Batch(seq, batch_frame(seq, urls, body), urls)
+        c = self.counters
+        c.batches_sent += 1
+        c.urls_sent += urls
+        c.bytes_sent += len(batch.frame)
+        return batch
+
+    def _down_too_long(self) -> bool:
+        return time.monotonic() - self.down_since >= self.opts.spill_after_s
+
+    def _spill(self) -> bool:
+        """Move the whole pending queue to the spool, oldest first; False if the disk refused."""
+        if time.monotonic() < self._spool_retry_at:
+            return False
+        try:
+            while self.pending:
+                self.spool.append([self.pending[0].frame])
+                self.pending.popleft()
+                self.counters.batches_spilled += 1
+        except OSError as exc:
+            self._spool_failed(exc)
+            return False
+        finally:
+            self._space.set()
+        return True
+
+    def _spool_one(self, body: bytes, urls: int) -> bool:
+        """Number a new batch and append it to the spool (after everything queued)."""
+        batch = self._accept(body, urls)
+        try:
+            self.spool.append([batch.frame])
+        except OSError as exc:
+            c = self.counters            # not accepted after all: the caller waits or queues it anew
+            c.batches_sent -= 1
+            c.urls_sent -= urls
+            c.bytes_sent -= len(batch.frame)
+            self._spool_failed(exc)
+            return False
+        self.counters.batches_spilled += 1
+        return True
+
+    def _spool_failed(self, exc: OSError) -> None:
+        log.error("spool for node %d not writable (retry in %.0f s): %s", self.peer_id, SPOOL_RETRY_S, exc)
+        self._spool_retry_at = time.monotonic() + SPOOL_RETRY_S
+
+    def _next_batch(self) -> Batch | None:
+        """The next batch to transmit, in sequence order, if the window allows."""
+        if len(self.unacked) >= self.opts.window_batches:
+            return None
+        if self.resend:
+            self.counters.batches_resent += 1
+            return self.resend.popleft()
+        if self.spool.unread:
+            got = self.spool.read_next()
+            if got is not None:
+                frame, segment = got
+                seq, urls = BATCH_HEAD.unpack_from(frame, HEADER_BYTES)
+                self.counters.batches_replayed += 1
+                return Batch(seq, frame, urls, segment)
+        if self.pending:
+            batch = self.pending.popleft()
+            self._space.set()
+            return batch
+        return None
+
+    # --- connection loop -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        attempt = 0
+        while not self._stop.is_set():
+            self._connecting = True
+            self._try_after_close = self._closing
+            self._last_try = False
+            try:
+                reader, writer = await self._connect()
+            except LinkDown as exc:
+                self._connecting = False
+                self._changed.set()
+                self.counters.connect_failures[exc.reason] += 1
+                log.debug("node %d: connect failed (%s)", self.peer_id, exc.reason)
+                await self._sleep_down(self._backoff(attempt))
+                attempt += 1
+                continue
+            self._go_up(writer)
+            reason = await self._session(reader, writer)
+            self._go_down(reason)
+            if self._stop.is_set():
+                break
+            attempt = 0 if self._acked_this_session else attempt + 1
+            await self._sleep_down(self._backoff(attempt))
+
+    def _backoff(self, attempt: int) -> float:
+        """Capped exponential backoff with jitter: a random 50-100% of the step, so peers do not reconnect in lockstep."""
+        step = min(self.opts.reconnect_max_s, self.opts.reconnect_min_s * (2 ** min(attempt, 32)))
+        return step * random.uniform(0.5, 1.0)
+
+    async def _sleep_down(self, delay_s: float) -> None:
+        """Wait before reconnecting; spills the queue when the peer has been down too long."""
+        end = time.monotonic() + delay_s
+        self._nudge.clear()
+        while not self._stop.is_set() and not self._last_try:
+            now = time.monotonic()
+            if self.pending and self._down_too_long():
+                self._spill()
+            if now >= end:
+                return
+            wait_s = end - now
+            if self.pending:               # wake to spill at the threshold, or to retry a refused spool
+                until_spill_s = self.down_since + self.opts.spill_after_s - now
+                wait_s = min(wait_s, until_spill_s if until_spill_s > 0 else SPOOL_RETRY_S)
+            try:
+                await asyncio.wait_for(self._nudge.wait(), wait_s)
+                return
+            except TimeoutError:
+                pass
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.peer.host, self.peer.peer_port), self.opts.connect_timeout_s)
+        except TimeoutError:
+            raise LinkDown("connect_timeout") from None
+        except ConnectionRefusedError:
+            raise LinkDown("refused") from None
+        except OSError:
+            raise LinkDown("unreachable") from None
+        try:
+            await asyncio.wait_for(client_handshake(
+                reader, writer, me_id=self.me_id, peer_id=self.peer_id, cluster=self._cluster,
+                secret=self._secret, stream_id=self.seqs.stream_id), self.opts.handshake_timeout_s)
+        except BaseException as exc:
+            writer.transport.abort()
+            if isinstance(exc, TimeoutError):
+                raise LinkDown("handshake_timeout") from None
+            if isinstance(exc, FrameError):
+                if exc.reason not in ("eof", "truncated"):
+                    log.warning("node %d: handshake failed: %s", self.peer_id, exc)
+                raise LinkDown("closed" if exc.reason in ("eof", "truncated") else exc.reason) from None
+            if isinstance(exc, OSError):
+                raise LinkDown("reset") from None
+            raise
+        return reader, writer
+
+    def _go_up(self, writer: asyncio.StreamWriter) -> None:
+        self.up = True
+        self._connecting = False
+        self._changed.set()
+        self._writer = writer
+        self.last_rx = time.monotonic()
+        self._ping_sent_at = 0.0
+        self._acked_this_session = 0
+        self.counters.connects += 1
+        self._work.set()
+        self._space.set()
+        log.info("link to node %d up (%s:%d)", self.peer_id, self.peer.host, self.peer.peer_port)
+
+    def _go_down(self, reason: str) -> None:
+        if self.unacked:
+            self.resend.extendleft(reversed(list(self.unacked.values())))
+            self.unacked.clear()
+        if not self.up:
+            return
+        self.up = False
+        self._changed.set()
+        self._writer = None
+        self.down_since = time.monotonic()
+        self.counters.disconnects[reason] += 1
+        self._space.set()
+        log.info("link to node %d down (%s)", self.peer_id, reason)
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+        """Run one authenticated connection until it fails or close() asks to stop; returns why it ended."""
+        tasks = [asyncio.create_task(self._transmit(writer)),
+                 asyncio.create_task(self._receive(reader, writer)),
+                 asyncio.create_task(self._watchdog(writer)),
+                 asyncio.create_task(self._stop.wait())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            writer.transport.abort()
+            raise
+        finally:
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        reason = "closed"
+        for result in results:
+            if isinstance(result, LinkDown):
+                reason = result.reason
+            elif isinstance(result, FrameError):
+                reason = "closed" if result.reason in ("eof", "truncated") else result.reason
+            elif isinstance(result, OSError):
+                reason = "reset"
+        if self._stop.is_set() and reason == "closed":
+            reason = "bye"
+            try:
+                writer.write(encode_bye("closing"))
+                await asyncio.wait_for(writer.drain(), BYE_DRAIN_S)
+            except (OSError, TimeoutError, RuntimeError):
+                pass
+            writer.close()
+        else:
+            writer.transport.abort()
+        return reason
+
+    async def _transmit(self, writer: asyncio.StreamWriter) -> None:
+        # Hot path: one write per batch of ~1000 URLs, frames encoded once at put().
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                self._work.clear()
+                await self._work.wait()
+                continue
+            batch.sent_at = time.monotonic()
+            self.unacked[batch.seq] = batch
+            writer.write(batch.frame)
+            await writer.drain()
+
+    async def _receive(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            ftype, payload = await read_frame(reader, self.opts.max_frame_bytes)
+            self.last_rx = time.monotonic()
+            if ftype == FrameType.ACK:
+                self._ack(decode_seq(payload))
+            elif ftype == FrameType.PONG:
+                if decode_seq(payload) == self._ping_token:
+                    self._ping_sent_at = 0.0
+            elif ftype == FrameType.PING:
+                writer.write(encode_seq(FrameType.PONG, decode_seq(payload)))
+            elif ftype == FrameType.BYE:
+                log.info("node %d said BYE (%s)", self.peer_id, decode_bye(payload))
+                raise LinkDown("peer_bye")
+            else:
+                raise FrameError(MALFORMED, f"unexpected {ftype.name} from node {self.peer_id}")
+
+    def _ack(self, seq: int) -> None:
+        batch = self.unacked.pop(seq, None)
+        if batch is None:
+            return                       # stale ACK from an earlier connection
+        c = self.counters
+        c.batches_acked += 1
+        c.urls_acked += batch.urls
+        self._acked_this_session += 1
+        if batch.segment is not None:
+            self.spool.ack(batch.segment)
+        self._work.set()
+        self._changed.set()
+
+    async def _watchdog(self, writer: asyncio.StreamWriter) -> None:
+        o = self.opts
+        tick_s = max(MIN_WATCHDOG_TICK_S, min(o.ping_interval_s, o.dead_after_s, o.ack_timeout_s) / WATCHDOG_TICKS)
+        while True:
+            await asyncio.sleep(tick_s)
+            now = time.monotonic()
+            silent_s = now - self.last_rx
+            if (self.unacked or self._ping_sent_at) and silent_s >= o.dead_after_s:
+                raise LinkDown("silent")
+            if self.unacked and now - next(iter(self.unacked.values())).sent_at >= o.ack_timeout_s:
+                raise LinkDown("ack_timeout")
+            if silent_s >= o.ping_interval_s and not self._ping_sent_at:
+                self._ping_token += 1
+                self._ping_sent_at = now
+                writer.write(encode_seq(FrameType.PING, self._ping_token))
+
+    def stats(self) -> dict:
+        c = self.counters
+        return {
+            "connected": self.up,
+            "batches_sent": c.batches_sent, "urls_sent": c.urls_sent, "bytes_sent": c.bytes_sent,
+            "batches_resent": c.batches_resent, "batches_acked": c.batches_acked, "urls_acked": c.urls_acked,
+            "batches_spilled": c.batches_spilled, "batches_replayed": c.batches_replayed,
+            "queued": len(self.pending), "unacked": len(self.unacked) + len(self.resend),
+            "in_memory": self.in_memory,
+            "spooled": self.spool.live, "spool_bytes": self.spool.size_bytes, "spool_segments": self.spool.segment_count,
+            "controls_sent": c.controls_sent, "controls_dropped": c.controls_dropped,
+            "connects": c.connects, "connect_failures": dict(c.connect_failures),
+            "disconnects": dict(c.disconnects), "lost_at_close": c.lost_at_close,
+        }
