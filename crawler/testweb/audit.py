@@ -1,0 +1,174 @@
+"""Politeness and completeness checks from the server's side of a crawl.
+
+Reads the access log of the test web (server.py, `start`/`end`) or of nginx
+(static.py's JSON `log_format`, `msec`/`request_time`, start = end - duration)
+into `Request` records, then answers the questions a crawler test asks:
+
+- `overlaps`: were two requests to one host ever in flight at once?
+- `short_gaps`: did the crawler wait long enough after each request to a host?
+  Per host, in start order, `next.start - prev.end` must be at least
+  `max(min_gap_s[host], delay_factor * (prev.end - prev.start))` minus a
+  tolerance (1 ms by default; nginx's times have 1 ms resolution, so pass
+  2-3 ms for its logs).
+- `duplicates`: was any URL requested more than once?
+- `compare`: which manifest URLs were never requested, which requests were
+  not in the manifest.
+
+Server-side durations are shorter than what the crawler measures (they
+exclude the network), so a crawler honouring `k * x` with its own x always
+passes the server-side check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .manifest import Manifest
+
+TOLERANCE_S = 0.001
+ROBOTS_PATH = "/robots.txt"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the server saw it."""
+
+    host: str
+    path: str
+    start: float
+    end: float
+    status: int
+    peer: str = ""
+    bytes: int = 0
+    method: str = "GET"
+    ua: str = ""
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Overlap:
+    host: str
+    first: Request
+    second: Request
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A gap between two requests to `host` shorter than required."""
+
+    host: str
+    prev: Request
+    next: Request
+    gap_s: float
+    required_s: float
+
+
+@dataclass
+class Comparison:
+    missing: set[str] = field(default_factory=set)
+    """Manifest URLs (fetched or robots) never requested."""
+    unexpected: set[str] = field(default_factory=set)
+    """Requested URLs the manifest does not list."""
+    duplicates: dict[str, int] = field(default_factory=dict)
+    """URLs requested more than once, with the count."""
+    forbidden: set[str] = field(default_factory=set)
+    """Requested URLs the manifest says must never be sent (refused or disallowed)."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.duplicates or self.forbidden)
+
+
+def read_access_log(path: str | Path) -> list[Request]:
+    """Requests of a testweb or nginx JSON access log, in file order (a torn last line is skipped)."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line still being written
+            out.append(_request(d))
+    return out
+
+
+def _request(d: dict) -> Request:
+    if "start" in d:
+        start, end = float(d["start"]), float(d["end"])
+    else:  # nginx: msec = end of request (log time), request_time = duration
+        end = float(d["msec"])
+        start = end - float(d["request_time"])
+    return Request(host=str(d.get("host", "")).lower(), path=str(d.get("path", "")), start=start, end=end,
+                   status=int(d.get("status", 0)), peer=str(d.get("peer", "")), bytes=int(d.get("bytes", 0) or 0),
+                   method=str(d.get("method", "GET")), ua=str(d.get("ua", "")))
+
+
+def by_host(requests: Iterable[Request], include_robots: bool = True) -> dict[str, list[Request]]:
+    """Requests grouped by host, each list in start order."""
+    groups: dict[str, list[Request]] = defaultdict(list)
+    for r in requests:
+        if include_robots or r.path != ROBOTS_PATH:
+            groups[r.host].append(r)
+    for rs in groups.values():
+        rs.sort(key=lambda r: (r.start, r.end))
+    return dict(groups)
+
+
+def overlaps(requests: Iterable[Request]) -> list[Overlap]:
+    """Pairs of requests to one host whose [start, end] intervals intersect."""
+    found = []
+    for host, rs in by_host(requests).items():
+        latest: Request | None = None
+        for r in rs:
+            if latest is not None and r.start < latest.end:
+                found.append(Overlap(host, latest, r))
+            if latest is None or r.end > latest.end:
+                latest = r
+    return found
+
+
+def short_gaps(requests: Iterable[Request], min_gap_s: dict[str, float] | float, delay_factor: float,
+               tolerance_s: float = TOLERANCE_S, include_robots: bool = True) -> list[Gap]:
+    """Consecutive requests to a host closer than max(min gap, delay_factor * previous duration)."""
+    found = []
+    for host, rs in by_host(requests, include_robots).items():
+        floor_s = min_gap_s.get(host, 0.0) if isinstance(min_gap_s, dict) else float(min_gap_s)
+        for prev, nxt in zip(rs, rs[1:]):
+            required = max(floor_s, delay_factor * prev.duration_s)
+            gap = nxt.start - prev.end
+            if gap < required - tolerance_s:
+                found.append(Gap(host, prev, nxt, gap, required))
+    return found
+
+
+def duplicates(requests: Iterable[Request], include_robots: bool = True) -> dict[tuple[str, str], int]:
+    """(host, path) requested more than once, with the count."""
+    counts = Counter((r.host, r.path) for r in requests if include_robots or r.path != ROBOTS_PATH)
+    return {k: n for k, n in counts.items() if n > 1}
+
+
+def requested_urls(requests: Iterable[Request], port: int) -> Counter[str]:
+    """Count of each requested URL in the manifest's form (http://host:port/path)."""
+    return Counter(f"http://{r.host}:{port}{r.path}" for r in requests)
+
+
+def compare(requests: Iterable[Request], manifest: Manifest) -> Comparison:
+    """How a crawl's requests differ from the manifest's expected crawl."""
+    got = requested_urls(requests, manifest.port)
+    expected = manifest.fetched | manifest.robots
+    return Comparison(
+        missing=expected - set(got),
+        unexpected=set(got) - expected,
+        duplicates={u: n for u, n in got.items() if n > 1},
+        forbidden=set(got) & (manifest.refused | manifest.disallowed),
+    )

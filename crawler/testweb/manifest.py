@@ -1,0 +1,345 @@
+"""The expected crawl: exactly which requests a correct crawler sends to the test web.
+
+`expected_crawl(web, port, rules)` walks the web's link table breadth-first
+from the seeds, as a correct crawler with `rules` would, and returns a
+`Manifest`. What a correct crawl does, precisely:
+
+1. Seeds are the roots `/` of the first `seed_hosts` ordinary hosts.
+2. Links are taken only from 2xx responses with an HTML content type: from
+   `a`, `area`, `link`, `img`, `frame`, `iframe`, `embed`, `source` (their
+   href/src) and `form` (action), resolved against the page URL or the first
+   `<base href>`, in canonical form (scheme and host lower-case, default port
+   dropped, dot segments removed, empty path `/`, fragment dropped,
+   unreserved %-escapes decoded). Not links: anything inside comments or
+   scripts, `script src`, CSS `url()`, `data-src`; non-http(s) hrefs
+   (`mailto:`, `javascript:`, `tel:`, `data:`) are ignored.
+3. `<a rel="nofollow">` links are dropped; a page with
+   `<meta name="robots" content="...nofollow...">` contributes no links at
+   all (unless `follow_nofollow`, which honours neither).
+4. A 3xx response contributes exactly one link, its Location resolved
+   against the request URL; redirects are not followed inline. 4xx/5xx
+   responses and non-HTML bodies contribute nothing.
+5. Each discovered URL passes the URL filter first (`CrawlRules`): length
+   <= `max_url_bytes`, host within `allow_domains` (if any), path depth
+   (number of '/' in the path) <= `max_path_depth`, no non-empty path
+   segment more than `max_repeated_segments` times. A URL failing it is
+   dropped (`filtered`) and never counts as discovered.
+6. A discovered URL whose host cannot be resolved (`*.invalid`) or is a
+   private address while the private-network guard is on is never sent
+   (`refused`), and its host's robots.txt is not fetched.
+7. For every other host with a discovered URL the crawler requests
+   `/robots.txt` once (`robots`); `User-agent: *` applies (the named bot
+   group must be ignored), longest match wins, Allow wins ties; a 404
+   robots.txt allows everything, a 500 disallows everything.
+   A URL robots.txt forbids is never sent (`disallowed`).
+8. Every other discovered URL is requested exactly once (`fetched`),
+   including the bad host's endless body, too-large body, gzip bomb and
+   stall (`failures`: the crawler must record them as failed fetches) and
+   both ends of the redirect loop.
+
+`statuses` gives the status the server answers for each fetched URL.
+`crawl_delay_s` gives the robots Crawl-delay of the hosts that have one; a
+polite crawler waits at least that long between two requests to the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from . import trap
+from .model import (
+    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Kind, Role, Web, WebParams, _row_indices,
+)
+
+MAX_TRAP_PAGES = 1_000_000
+"""Refuse rules so loose that the bounded trap would exceed this many pages."""
+_FAILURE_REASONS = MappingProxyType({
+    Case.ENDLESS: "endless-body",
+    Case.TOO_LARGE: "too-large",
+    Case.GZIP_BOMB: "gzip-bomb",
+    Case.STALL: "stall",
+})
+
+
+@dataclass(frozen=True)
+class CrawlRules:
+    """The crawler settings the expected crawl depends on (defaults = the crawler's defaults)."""
+
+    max_path_depth: int = 16
+    """filter.max_path_depth: most '/' characters in a URL path."""
+    max_repeated_segments: int = 3
+    """filter.max_repeated_segments: most occurrences of one non-empty path segment."""
+    follow_nofollow: bool = False
+    """parse.follow_nofollow: also follow rel=nofollow links and meta-nofollow pages."""
+    private_guard: bool = True
+    """Refuse private/loopback/link-local addresses (fetch.allow_private_networks false)."""
+    obey_robots: bool = True
+    """robots.enabled."""
+    allow_domains: tuple[str, ...] = ()
+    """filter.allow_domains: host suffixes that may be crawled; empty = all."""
+    max_url_bytes: int = 2048
+    """filter.max_url_bytes."""
+
+    def admits(self, url: str, host: str, path: str) -> bool:
+        """True if the URL filter lets `url` (with `host` and `path`) through."""
+        if len(url.encode()) > self.max_url_bytes:
+            return False
+        if self.allow_domains and not any(host == d or host.endswith("." + d) for d in self.allow_domains):
+            return False
+        if path.count("/") > self.max_path_depth:
+            return False
+        segments = [s for s in path.split("/") if s]
+        return not segments or max(Counter(segments).values()) <= self.max_repeated_segments
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["allow_domains"] = list(self.allow_domains)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CrawlRules:
+        data = dict(data)
+        data["allow_domains"] = tuple(data.get("allow_domains", ()))
+        return cls(**data)
+
+
+@dataclass
+class Manifest:
+    """Exactly what a correct crawl of the test web requests (see the module docstring)."""
+
+    port: int
+    seeds: list[str]
+    fetched: set[str]
+    """Canonical URLs requested exactly once each (robots.txt excluded)."""
+    robots: set[str]
+    """http://host:port/robots.txt of every host with a discovered, non-refused URL."""
+    refused: set[str]
+    """Discovered URLs never sent: NXDOMAIN hosts, private addresses under the guard."""
+    disallowed: set[str]
+    """Discovered URLs robots.txt forbids."""
+    filtered: set[str]
+    """Linked URLs the URL filter drops (the trap's frontier, mostly)."""
+    trap_bound: int
+    """Trap-host URLs in `fetched` (the trap as bounded by the rules)."""
+    hosts: list[str]
+    """Host names the crawl contacts (those in `robots`)."""
+    crawl_delay_s: dict[str, float]
+    """robots.txt Crawl-delay of contacted hosts that have one."""
+    statuses: dict[str, int]
+    """HTTP status the server answers for each URL in `fetched`."""
+    failures: dict[str, str]
+    """URLs in `fetched` a correct crawler records as failed, with the reason."""
+    rules: CrawlRules = field(default_factory=CrawlRules)
+    params: dict = field(default_factory=dict)
+    static: bool = False
+    """Computed for the static (nginx) export: hostile hosts answer 404 there."""
+
+    @property
+    def requests(self) -> int:
+        """Requests the server sees in a correct crawl (pages and robots.txt)."""
+        return len(self.fetched) + len(self.robots)
+
+    def summary(self) -> dict:
+        by_class = Counter(f"{s // 100}xx" for s in self.statuses.values())
+        return {"fetched": len(self.fetched), "robots": len(self.robots), "refused": len(self.refused),
+                "disallowed": len(self.disallowed), "filtered": len(self.filtered), "trap_bound": self.trap_bound,
+                "hosts": len(self.hosts), "failures": len(self.failures), **dict(sorted(by_class.items()))}
+
+    def to_json(self) -> str:
+        data = {
+            "port": self.port, "seeds": self.seeds, "summary": self.summary(),
+            "fetched": sorted(self.fetched), "robots": sorted(self.robots), "refused": sorted(self.refused),
+            "disallowed": sorted(self.disallowed), "filtered": sorted(self.filtered),
+            "trap_bound": self.trap_bound, "hosts": self.hosts, "crawl_delay_s": self.crawl_delay_s,
+            "statuses": dict(sorted(self.statuses.items())), "failures": dict(sorted(self.failures.items())),
+            "rules": self.rules.to_dict(), "params": self.params, "static": self.static,
+        }
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        d = json.loads(text)
+        return cls(
+            port=d["port"], seeds=list(d["seeds"]), fetched=set(d["fetched"]), robots=set(d["robots"]),
+            refused=set(d["refused"]), disallowed=set(d["disallowed"]), filtered=set(d.get("filtered", ())),
+            trap_bound=d["trap_bound"], hosts=list(d["hosts"]), crawl_delay_s=dict(d["crawl_delay_s"]),
+            statuses=dict(d["statuses"]), failures=dict(d["failures"]),
+            rules=CrawlRules.from_dict(d["rules"]), params=dict(d["params"]), static=bool(d.get("static", False)),
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically (readers never see half a manifest)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Manifest:
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+def expected_crawl(web: Web, port: int, rules: CrawlRules = CrawlRules(), *, static: bool = False) -> Manifest:
+    """The manifest of a correct crawl of `web` served on `port` (or its static export if `static`)."""
+    return _Walk(web, port, rules, static).run()
+
+
+class _Walk:
+    """Level-synchronous BFS over URL ids: each level is a few numpy passes over its links."""
+
+    def __init__(self, web: Web, port: int, rules: CrawlRules, static: bool) -> None:
+        if web.params.private_links and not rules.private_guard:
+            raise ValueError("a web with private_links must be crawled with the private-network guard on "
+                             "(the crawler would otherwise contact 169.254.169.254); set private_links=False")
+        self.web, self.port, self.rules, self.static = web, port, rules, static
+        roles = [h.role for h in web.hosts]
+        self.dead = np.array([static and r in HOSTILE_ROLES for r in roles], dtype=bool)
+        remote = np.array([r in (Role.NXDOMAIN, Role.PRIVATE) for r in roles], dtype=bool)
+        self.url_remote = remote[web.url_host]
+        self.url_dead = self.dead[web.url_host]
+
+    def run(self) -> Manifest:
+        web, rules, port = self.web, self.rules, self.port
+        n = web.urls
+        seen = np.zeros(n, dtype=bool)
+        kinds = web.url_kind
+        contributes = np.isin(kinds, (int(Kind.PAGE), int(Kind.CASE))) & ~self.url_dead
+        if not rules.follow_nofollow:
+            contributes &= ~web.meta_nofollow
+        redirect_to = np.full(n, -1, dtype=np.int64)
+        for uid, r in web.redirects.items():
+            if not self.url_dead[uid]:
+                redirect_to[uid] = r.target
+        fetched_ids: list[np.ndarray] = []
+        disallowed_ids: list[np.ndarray] = []
+        refused_ids: list[np.ndarray] = []
+        filtered_ids: list[np.ndarray] = []
+        trap_roots: list[int] = []
+        frontier = np.array(web.seed_ids, dtype=np.int64)
+        while frontier.size:
+            frontier = np.unique(frontier)
+            frontier = frontier[~seen[frontier]]
+            seen[frontier] = True
+            ok = self._admits(frontier)
+            filtered_ids.append(frontier[~ok])
+            frontier = frontier[ok]
+            remote = self.url_remote[frontier]
+            refused_ids.append(frontier[remote])
+            frontier = frontier[~remote]
+            allowed = self._allowed(frontier)
+            disallowed_ids.append(frontier[~allowed])
+            got = frontier[allowed]
+            fetched_ids.append(got)
+            trap_roots += got[(kinds[got] == int(Kind.TRAP_ROOT)) & ~self.url_dead[got]].tolist()
+            # Links of the 2xx HTML pages fetched at this level, plus the Location of each redirect.
+            pages = got[contributes[got]]
+            start = web.link_off[pages]
+            idx = _row_indices(start, web.link_off[pages + 1] - start)
+            if not rules.follow_nofollow:
+                idx = idx[(web.link_flags[idx] & NOFOLLOW) == 0]
+            targets = web.link_tgt[idx].astype(np.int64)
+            loc = redirect_to[got]
+            frontier = np.concatenate([targets, loc[loc >= 0]])
+        fetched = np.concatenate(fetched_ids)
+        disallowed = np.concatenate(disallowed_ids)
+        refused = np.concatenate(refused_ids)
+        manifest = Manifest(
+            port=port, seeds=web.seeds(port),
+            fetched={web.url(u, port) for u in fetched.tolist()},
+            robots=set(), refused={web.url(u, port) for u in refused.tolist()},
+            disallowed={web.url(u, port) for u in disallowed.tolist()},
+            filtered={web.url(u, port) for u in np.concatenate(filtered_ids).tolist()},
+            trap_bound=0, hosts=[], crawl_delay_s={}, statuses={}, failures={},
+            rules=rules, params=web.params.to_dict(), static=self.static,
+        )
+        for uid in fetched.tolist():
+            url = web.url(uid, port)
+            manifest.statuses[url] = self._status(uid)
+            case = web.cases.get(uid)
+            if case in FAILING_CASES and not self.url_dead[uid]:
+                manifest.failures[url] = _FAILURE_REASONS[case]
+        contacted = set(web.url_host[fetched].tolist()) | set(web.url_host[disallowed].tolist())
+        for root in trap_roots:
+            contacted |= self._trap(web.hosts[int(web.url_host[root])].index, manifest)
+        if rules.obey_robots:
+            for h in sorted(contacted):
+                host = web.hosts[h]
+                manifest.robots.add(host.origin(port) + "/robots.txt")
+                delay = host.robots.crawl_delay_s
+                if delay is not None and host.robots.status == 200 and not self.dead[h]:
+                    manifest.crawl_delay_s[host.name] = delay
+        manifest.hosts = sorted(web.hosts[h].name for h in contacted)
+        trap_host = web.special(Role.TRAP)
+        if trap_host is not None:
+            prefix = trap_host.origin(port) + "/"
+            manifest.trap_bound = sum(1 for u in manifest.fetched if u.startswith(prefix))
+        return manifest
+
+    def _admits(self, ids: np.ndarray) -> np.ndarray:
+        web, rules, port = self.web, self.rules, self.port
+        out = np.empty(ids.size, dtype=bool)
+        for i, uid in enumerate(ids.tolist()):
+            host = web.hosts[int(web.url_host[uid])]
+            path = web.url_path[uid]
+            out[i] = rules.admits(host.origin(port) + path, host.name, path)
+        return out
+
+    def _allowed(self, ids: np.ndarray) -> np.ndarray:
+        if not self.rules.obey_robots:
+            return np.ones(ids.size, dtype=bool)
+        web = self.web
+        out = np.empty(ids.size, dtype=bool)
+        for i, uid in enumerate(ids.tolist()):
+            h = int(web.url_host[uid])
+            out[i] = True if self.dead[h] else web.hosts[h].robots.allowed(web.url_path[uid])
+        return out
+
+    def _status(self, uid: int) -> int:
+        if self.url_dead[uid]:
+            return 404
+        kind = int(self.web.url_kind[uid])
+        if kind == Kind.REDIRECT:
+            return self.web.redirects[uid].status
+        if kind == Kind.MISSING:
+            return 404
+        return 200
+
+    def _trap(self, host_index: int, manifest: Manifest) -> set[int]:
+        """Walk the trap's infinite pages from its root as far as the rules allow."""
+        web, rules, port = self.web, self.rules, self.port
+        host = web.hosts[host_index]
+        origin = host.origin(port)
+        seen = {"/"}
+        queue = [c for c in trap.trap_children("/")]
+        while queue:
+            path = queue.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            url = origin + path
+            if not rules.admits(url, host.name, path):
+                manifest.filtered.add(url)
+                continue
+            if rules.obey_robots and not host.robots.allowed(path):
+                manifest.disallowed.add(url)
+                continue
+            manifest.fetched.add(url)
+            manifest.statuses[url] = 200
+            if len(seen) > MAX_TRAP_PAGES:
+                raise ValueError(f"the trap has more than {MAX_TRAP_PAGES} pages under {rules}; tighten the rules")
+            queue.extend(c for c in trap.trap_children(path) if c not in seen)
+        return {host_index}
+
+
+def web_and_manifest(params: WebParams, port: int, rules: CrawlRules = CrawlRules()) -> tuple[Web, Manifest]:
+    """Convenience: build the web and its manifest in one call."""
+    from .model import build_web
+    web = build_web(params)
+    return web, expected_crawl(web, port, rules)

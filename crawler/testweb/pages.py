@@ -1,0 +1,640 @@
+"""What the test web answers: HTML pages, robots.txt, redirects, images, CSS, errors.
+
+`Renderer.respond(host, path, port)` is the one routing function; the aiohttp
+server (server.py) and the static export for nginx (static.py) both call it,
+so the two serve identical bytes.
+
+Pages look like real markup (compare ../shared/testdata/pages, which the
+product never reads): doctype, head with meta charset, viewport, description
+and Open Graph tags, stylesheets, an external and an inline script, a nav,
+an article with entities and inline tags, figures, a map, an iframe, a search
+form, an aside, a footer, conditional comments. Traps for a careless link
+extractor are built in and are NOT links: an `<a>` inside an HTML comment, an
+`<a>` inside a script string, `url()` in inline CSS, `<script src>`,
+`data-src`. Every real link comes from the page's row of the link table and
+is written in the form stored there (model.Form); the renderer never adds a
+crawlable link of its own.
+
+The port is a render argument (taken from the request's Host header), so one
+model serves on any port. Rendered pages are cached per (url id, port).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from . import trap
+from .model import (
+    DIRS, FAILING_CASES, WORDS, Case, Elem, Form, Host, Kind, NOFOLLOW, Role, Web,
+)
+
+HTML = "text/html; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+CSS = "text/css; charset=utf-8"
+JS = "application/javascript; charset=utf-8"
+PNG = "image/png"
+
+APP_JS_PATH = "/static/app.js"
+"""Served on every ordinary host but never a link target (script is not a link source)."""
+DEFAULT_CACHE_ENTRIES = 4096
+"""Rendered bodies kept per renderer (LRU); a crawl fetches each page once, tests and benchmarks more."""
+PARAGRAPHS_IN_POOL = 64
+NAV_LINKS = 6
+LINKS_PER_SENTENCE = 6
+FRAGMENTS = ("top", "main", "comments", "section-2", "intro", "p3")
+_NONCRAWLABLE = (
+    '<a href="mailto:webmaster@{host}">Contact</a>',
+    '<a href="javascript:void(0)" onclick="return false">Share</a>',
+    '<a href="tel:+1-555-0100">Call us</a>',
+    '<a href="data:text/plain;base64,SGVsbG8sIHdvcmxkIQ==">Notice</a>',
+    '<img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=" alt="" width="1" height="1">',
+)
+_NOFOLLOW_RELS = ("nofollow", "nofollow noopener", "noopener nofollow", "ugc nofollow")
+_META_NOFOLLOW = ("nofollow", "noindex, nofollow", "noarchive,nofollow")
+_MASK64 = (1 << 64) - 1
+_SALT_STEP = 0x9E3779B1  # per-link salt = page salt + i * step (cheap, deterministic)
+_SALT_MASK = (1 << 32) - 1
+# Plain ints for the per-link loop (enum attribute access costs ~10x an int compare).
+_F_PATH_ABS, _F_REL, _F_DOT_REL, _F_ABS, _F_ABS_UPPER, _F_SCHEME_REL, _F_FRAGMENT, _F_PCT, _F_DOTSEG, \
+    _F_SPACES, _F_ENTITY, _F_NO_SLASH, _F_SELF_FRAG, _F_SELF_EMPTY = (int(f) for f in Form)
+_E_A, _E_AREA, _E_IFRAME, _E_FORM, _E_LINK_ALT, _E_IMG, _E_EMBED, _E_SOURCE, _E_LINK_CSS, _E_LINK_ICON, \
+    _E_FRAME = (int(e) for e in Elem)
+
+
+def mix(a: int, b: int) -> int:
+    """Deterministic 64-bit hash of two ints (splitmix64 finaliser); no str hash randomisation."""
+    x = (a * 0x9E3779B97F4A7C15 + b + 0x632BE59BD9B4E019) & _MASK64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One response: either a complete body or a bad-host case to stream (`stream`)."""
+
+    status: int
+    content_type: str
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    stream: Case | None = None
+    delay_s: float = 0.0
+
+
+class Renderer:
+    """Renders the web's resources; holds the text pools and the body cache."""
+
+    def __init__(self, web: Web, cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
+        self.web = web
+        self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+        self._cache_entries = cache_entries
+        self._origins: dict[int, tuple[list[str], list[str]]] = {}
+        self._paragraphs = _paragraph_pool(web.params.seed)
+        self._texts: list[str] | None = None
+        self._plain: list[bool] = []
+        # Plain lists: indexing them is faster than numpy scalars in the per-link loop.
+        self._url_host = web.url_host.tolist()
+        self._url_kind = web.url_kind.tolist()
+
+    # --- routing -----------------------------------------------------------------
+
+    def respond(self, host: Host, path: str, port: int) -> Reply:
+        """The reply for GET `path` on `host` when the web is served on `port`."""
+        web = self.web
+        delay = web.params.slow_delay_s if host.role is Role.SLOW else 0.0
+        reply = self._respond(host, path, port)
+        if delay:
+            return Reply(reply.status, reply.content_type, reply.body, reply.headers, reply.stream, delay)
+        return reply
+
+    def _respond(self, host: Host, path: str, port: int) -> Reply:
+        web = self.web
+        if path == "/robots.txt":
+            return self.robots(host)
+        if host.role is Role.TRAP:
+            if path == "/":
+                return Reply(200, HTML, self.trap_page(host, path, port))
+            if trap.is_trap_page(path):
+                return Reply(200, HTML, self.trap_page(host, path, port))
+            return self.not_found(path)
+        uid = web.lookup(host.index, path)
+        if uid is None:
+            if path == APP_JS_PATH and host.role is Role.ORDINARY:
+                return Reply(200, JS, _app_js(host.name))
+            return self.not_found(path)
+        kind = self._url_kind[uid]
+        if kind == Kind.PAGE:
+            return Reply(200, HTML, self.page(uid, port))
+        if kind == Kind.IMAGE:
+            return Reply(200, PNG, png_body(uid, path))
+        if kind == Kind.CSS:
+            return Reply(200, CSS, css_body(host.name, path))
+        if kind == Kind.REDIRECT:
+            return self.redirect(uid, port)
+        if kind == Kind.CASE:
+            case = web.cases[uid]
+            if case in FAILING_CASES:
+                return Reply(200, HTML, stream=case)
+            return self.case(uid, case, port)
+        return self.not_found(path)
+
+    # --- simple resources --------------------------------------------------------
+
+    def robots(self, host: Host) -> Reply:
+        policy = host.robots
+        if policy.status == 200:
+            return Reply(200, TEXT, policy.render(host.name).encode())
+        if policy.status >= 500:
+            return Reply(policy.status, HTML, _error_page(policy.status, "Internal Server Error", "/robots.txt"))
+        return self.not_found("/robots.txt")
+
+    def not_found(self, path: str) -> Reply:
+        return Reply(404, HTML, _error_page(404, "Not Found", path))
+
+    def redirect(self, uid: int, port: int) -> Reply:
+        """301/302 with a Location written absolute, path-absolute or relative to the request URL."""
+        web = self.web
+        r = web.redirects[uid]
+        loc = self.location(uid, port)
+        title = "Moved Permanently" if r.status == 301 else "Found"
+        body = (f"<!DOCTYPE html>\n<html><head><title>{r.status} {title}</title></head><body>\n"
+                f"<h1>{title}</h1>\n<p>The document has moved <a href=\"{loc}\">here</a>.</p>\n"
+                f"<!-- {web.url_path[uid]} -->\n</body></html>\n").encode()
+        return Reply(r.status, HTML, body, (("Location", loc),))
+
+    def location(self, uid: int, port: int) -> str:
+        """The Location header of redirect `uid`."""
+        web = self.web
+        r = web.redirects[uid]
+        tgt = r.target
+        th = self._url_host[tgt]
+        tp = web.url_path[tgt]
+        origins, upper = self._origin_lists(port)
+        if th != self._url_host[uid] or r.form == 0:
+            return origins[th] + tp
+        if r.form == 3:
+            return upper[th] + tp
+        if r.form == 1:
+            return tp
+        here = web.url_path[uid]
+        return _relative(here[: here.rfind("/") + 1], tp)
+
+    # --- pages -------------------------------------------------------------------
+
+    def page(self, uid: int, port: int) -> bytes:
+        """HTML of page `uid` (cached)."""
+        key = (uid, port)
+        cache = self._cache
+        body = cache.get(key)
+        if body is not None:
+            cache.move_to_end(key)
+            return body
+        if uid in self.web.frameset:
+            body = self._frameset(uid, port)
+        else:
+            body = self._page(uid, port)
+        cache[key] = body
+        if len(cache) > self._cache_entries:
+            cache.popitem(last=False)
+        return body
+
+    def _plain_positions(self, n: int) -> list[bool]:
+        """For link positions 0..n-1: True where the markup is not varied (no class, rel, odd quoting)."""
+        if len(self._plain) < n:
+            self._plain = [not (i % 5 == 1 or i % 9 == 2 or i % 11 == 4 or i % 13 == 6) for i in range(max(n, 256))]
+        return self._plain
+
+    def _anchor_texts(self) -> list[str]:
+        """Anchor text of every URL id, built once."""
+        if self._texts is None:
+            self._texts = [_anchor(t) for t in range(self.web.urls)]
+        return self._texts
+
+    def _origin_lists(self, port: int) -> tuple[list[str], list[str]]:
+        got = self._origins.get(port)
+        if got is None:
+            plain = [h.origin(port) for h in self.web.hosts]
+            upper = []
+            for i, o in enumerate(plain):
+                # Alternate: upper-case scheme only, or scheme and host.
+                upper.append("HTTP" + o[4:] if i % 2 else o.upper())
+            got = self._origins[port] = (plain, upper)
+        return got
+
+    def _hrefs(self, uid: int, port: int) -> tuple[list[str], list[int], list[int], list[int]]:
+        """(hrefs, elements, flags, targets) of `uid`'s links, in table order.
+
+        Hot path of serving: one iteration per link, plain ints and local names only.
+        """
+        web = self.web
+        a, b = int(web.link_off[uid]), int(web.link_off[uid + 1])
+        tgts = web.link_tgt[a:b].tolist()
+        forms = web.link_form[a:b].tolist()
+        url_host = self._url_host
+        paths = web.url_path
+        origins, upper = self._origin_lists(port)
+        base = web.bases.get(uid)
+        if base is None:
+            base_host = url_host[uid]
+            here = paths[uid]
+            base_dir = here[: here.rfind("/") + 1]
+        else:
+            base_host, base_dir = base.host, base.dir
+        hrefs = []
+        append = hrefs.append
+        page_salt = mix(uid, 0x5A17)
+        nfrag = len(FRAGMENTS)
+        for i, tgt in enumerate(tgts):
+            form = forms[i]
+            th = url_host[tgt]
+            if th != base_host:
+                if form == _F_ABS or form <= _F_DOT_REL:
+                    append(origins[th] + paths[tgt])
+                elif form >= _F_SELF_FRAG:
+                    append(_self_href(form, page_salt + i * _SALT_STEP))
+                else:
+                    append(_absolute(form, origins[th], upper[th], paths[tgt], ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3))
+                continue
+            if form == _F_PATH_ABS:
+                append(paths[tgt])
+            elif form == _F_REL:
+                append(_relative(base_dir, paths[tgt]))
+            elif form == _F_ABS:
+                append(origins[th] + paths[tgt])
+            elif form == _F_DOT_REL:
+                rel = _relative(base_dir, paths[tgt])
+                append(rel if rel.startswith("../") else "./" + rel)
+            elif form >= _F_SELF_FRAG:
+                append(_self_href(form, page_salt + i * _SALT_STEP))
+            else:
+                tp = paths[tgt]
+                salt = ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3
+                if form == _F_FRAGMENT:
+                    append(tp + "#" + FRAGMENTS[salt % nfrag])
+                elif form == _F_PCT:
+                    append(_pct(tp, salt))
+                elif form == _F_DOTSEG:
+                    append(_dotseg(tp, salt))
+                elif form == _F_SPACES:
+                    append("  " + tp + " ")
+                elif form == _F_ENTITY:
+                    append(_entity(tp, salt))
+                elif form == _F_NO_SLASH and tp == "/" and salt & 1:
+                    append(origins[th])
+                else:
+                    append(_absolute(form, origins[th], upper[th], tp, salt))
+        return hrefs, web.link_elem[a:b].tolist(), web.link_flags[a:b].tolist(), tgts
+
+    def _page(self, uid: int, port: int) -> bytes:
+        web = self.web
+        host = web.hosts[self._url_host[uid]]
+        seed = mix(web.params.seed, uid)
+        title = _title(uid)
+        site = host.name.split(".")[0].upper() + " " + WORDS[seed % len(WORDS)].capitalize()
+        upper_tags = seed % 10 == 0
+        head: list[str] = []
+        anchors: list[str] = []
+        blocks: list[str] = []
+        figures: list[str] = []
+        texts = self._anchor_texts()
+        paths = web.url_path
+        # Hot path of serving: one iteration per link, ints and local names only.
+        hrefs, elems, flag_list, tgts = self._hrefs(uid, port)
+        plain = self._plain_positions(len(hrefs))
+        e_a = _E_A
+        add_anchor = anchors.append
+        for i, href in enumerate(hrefs):
+            elem = elems[i]
+            # Fast path (most links): a plain <a href="..."> at a position without markup variation.
+            if elem == e_a and plain[i] and href and not upper_tags and not flag_list[i]:
+                add_anchor(f'<a href="{href}">{texts[tgts[i]]}</a>')
+                continue
+            flags = flag_list[i]
+            tgt = tgts[i]
+            # Quoting varied like real pages: mostly double quotes, some single, unquoted, valueless.
+            q = _attr(href, i)
+            text = texts[tgt]
+            if elem == _E_A:
+                if flags & NOFOLLOW:
+                    rel = f' rel="{_NOFOLLOW_RELS[i % len(_NOFOLLOW_RELS)]}"'
+                else:
+                    rel = ' rel="noopener"' if i % 9 == 2 else ""
+                if upper_tags:
+                    anchors.append(f"<A HREF{q}{rel}>{text}</A>")
+                elif i % 5 == 1:
+                    anchors.append(f'<a class="more" href{q}{rel}>{text}</a>')
+                else:
+                    anchors.append(f"<a href{q}{rel}>{text}</a>")
+            elif elem == _E_IMG:
+                figures.append(f'<figure class="media"><img src{q} alt="{text}" width="640" height="360" '
+                               f'loading="lazy"><figcaption>{text} &mdash; photo</figcaption></figure>')
+            elif elem == _E_LINK_CSS:
+                media = "print" if paths[tgt].endswith("print.css") else "all"
+                head.append(f'<link rel="stylesheet" href{q} media="{media}">')
+            elif elem == _E_LINK_ICON:
+                head.append(f'<link rel="icon" type="image/png" href{q}>')
+            elif elem == _E_LINK_ALT:
+                head.append(f'<link rel="{("alternate", "next", "prev")[i % 3]}" href{q} title="{text}">')
+            elif elem == _E_EMBED:
+                blocks.append(f'<embed src{q} type="image/png" width="32" height="32">')
+            elif elem == _E_SOURCE:
+                blocks.append(f'<audio controls><source src{q} type="audio/ogg">Your browser does not support audio.</audio>')
+            elif elem == _E_AREA:
+                blocks.append(f'<map name="m{uid}-{i}"><area shape="rect" coords="0,0,80,40" href{q} alt="{text}"></map>')
+            elif elem == _E_IFRAME:
+                blocks.append(f'<iframe src{q} title="{text}" width="300" height="150" loading="lazy"></iframe>')
+            elif elem == _E_FORM:
+                blocks.append(f'<form action{q} method="get" role="search"><label>Search '
+                              f'<input type="search" name="q"></label><button type="submit">Go</button></form>')
+            else:  # frames only mean something in a frameset; elsewhere an iframe keeps the link
+                blocks.append(f'<iframe src{q} title="{text}"></iframe>')
+        return self._document(uid, host, port, seed, title, site, head, anchors, blocks, figures)
+
+    def _document(self, uid: int, host: Host, port: int, seed: int, title: str, site: str,
+                  head: list[str], anchors: list[str], blocks: list[str], figures: list[str]) -> bytes:
+        web = self.web
+        pool = self._paragraphs
+        out = [
+            "<!DOCTYPE html>\n<html lang=\"en\" class=\"no-js\">\n<head>\n<meta charset=\"utf-8\">\n",
+            "<meta http-equiv=\"X-UA-Compatible\" content=\"IE=edge\">\n",
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+            f"<title>{title} | {site}</title>\n",
+        ]
+        base = web.bases.get(uid)
+        if base is not None:
+            origins, upper = self._origin_lists(port)
+            prefix = ("" if base.form == 1 else (upper if base.form == 2 else origins)[base.host])
+            out.append(f'<base href="{prefix}{base.path}">\n')
+        if web.meta_nofollow[uid]:
+            out.append(f'<meta name="robots" content="{_META_NOFOLLOW[seed % len(_META_NOFOLLOW)]}">\n')
+        elif seed % 7 == 0:
+            out.append('<meta name="robots" content="index, follow">\n')
+        out.append(f'<meta name="description" content="{title}: notes on {WORDS[(seed >> 8) % len(WORDS)]} '
+                   f'and {WORDS[(seed >> 16) % len(WORDS)]}.">\n')
+        out.append(f'<meta property="og:title" content="{title}">\n<meta property="og:type" content="article">\n')
+        out.append(f'<meta property="og:site_name" content="{site}">\n')
+        out.extend(h + "\n" for h in head)
+        out.append("<style>/* critical */ body{margin:0;font:16px/1.5 Georgia,serif}"
+                   ".hero{background:url(/static/hero-bg.jpg) no-repeat center}"
+                   " a.more:after{content:\" \\2192\"}</style>\n")
+        out.append(f'<script src="{APP_JS_PATH}" defer></script>\n')
+        if seed % 3 == 0:
+            out.append("<script>window.dataLayer=window.dataLayer||[];function gtag(){dataLayer.push(arguments);}"
+                       "var tpl='<a href=\"/js/generated-' + 'link.html\">more</a>';"
+                       "if(1 < 2 && document.documentElement){document.documentElement.className='js';}</script>\n")
+        out.append("</head>\n<body class=\"page-article\">\n"
+                   "<!--[if lt IE 9]><p class=\"browserupgrade\">You are using an <strong>outdated</strong> "
+                   "browser.</p><![endif]-->\n")
+        out.append(f"<header class=\"site-header\" role=\"banner\"><div class=\"brand\">{site}</div>\n")
+        nav = anchors[:NAV_LINKS]
+        rest = anchors[NAV_LINKS:]
+        out.append("<nav class=\"main-nav\" aria-label=\"Main\"><ul>\n")
+        out.extend(f"<li>{a}</li>\n" for a in nav)
+        out.append("</ul></nav></header>\n<main id=\"main\" role=\"main\">\n<article class=\"post\">\n")
+        out.append(f"<h1>{title}</h1>\n<p class=\"byline\">By <span class=\"author\">"
+                   f"{WORDS[(seed >> 24) % len(WORDS)].capitalize()} {WORDS[(seed >> 32) % len(WORDS)].capitalize()}"
+                   f"</span> &middot; <time datetime=\"2025-03-{seed % 28 + 1:02d}\">March {seed % 28 + 1}, 2025</time></p>\n")
+        paragraphs = 3 + seed % 7
+        inline = max(0, len(rest) - len(rest) // 3)
+        per = max(1, -(-inline // paragraphs))
+        k = 0
+        for j in range(paragraphs):
+            out.append("<p>")
+            out.append(pool[(seed >> (j % 8 * 4) ^ j) % len(pool)])
+            chunk = rest[k: k + min(per, LINKS_PER_SENTENCE)]
+            k += len(chunk)
+            if chunk:
+                out.append(" See also " + ", ".join(chunk) + ".")
+            out.append("</p>\n")
+            if j < len(figures):
+                out.append(figures[j] + "\n")
+            if j == 1 and uid % 4 == 0:
+                out.append("<!-- related widget disabled: <a href=\"/old/commented-out.html\">old archive</a> -->\n")
+        out.extend(f + "\n" for f in figures[paragraphs:])
+        out.extend(b + "\n" for b in blocks)
+        out.append("</article>\n<aside class=\"related\"><h2>Related</h2>\n<ul>\n")
+        out.extend(f"<li>{a}</li>\n" for a in rest[k:])
+        out.append("</ul>\n</aside>\n</main>\n<footer class=\"site-footer\">\n")
+        extra = int(web.noncrawlable[uid])
+        if extra:
+            items = [_NONCRAWLABLE[(seed + t) % len(_NONCRAWLABLE)].format(host=host.name) for t in range(extra)]
+            out.append("<p class=\"contact\">" + " &middot; ".join(items) + "</p>\n")
+        out.append(f"<p>&copy; 2025 {site}. All rights reserved. <span class=\"path\">{_html_escape(web.url_path[uid])}</span></p>\n")
+        out.append("</footer>\n</body>\n</html>\n")
+        return "".join(out).encode()
+
+    def _frameset(self, uid: int, port: int) -> bytes:
+        title = _title(uid)
+        frames = "".join(f'<frame src="{href}" name="f{i}">\n' for i, href in enumerate(self._hrefs(uid, port)[0]))
+        return (f'<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Frameset//EN" "http://www.w3.org/TR/html4/frameset.dtd">\n'
+                f'<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+                f'<frameset rows="20%,80%">\n{frames}<noframes>Your browser does not support frames.</noframes>\n'
+                f'</frameset></html>\n').encode()
+
+    # --- special hosts -----------------------------------------------------------
+
+    def trap_page(self, host: Host, path: str, port: int) -> bytes:
+        """A trap page: links to deeper trap pages (relative, ./ or absolute) and back to `/`."""
+        origin = host.origin(port)
+        depth = path.count("/")
+        items = []
+        for i, child in enumerate(trap.trap_children(path)):
+            if child == "/":
+                href = "/"
+            elif path == "/":
+                href = child
+            else:
+                rel = child[len(path):]
+                href = (rel, "./" + rel, origin + child)[(depth + i) % 3]
+            items.append(f'<li><a href="{href}">{"home" if child == "/" else child}</a></li>')
+        return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Archive {_html_escape(path)}</title></head>\n"
+                f"<body><h1>Archive {_html_escape(path)}</h1>\n<p>Browse older and newer entries.</p>\n"
+                f"<ul>\n{chr(10).join(items)}\n</ul>\n</body></html>\n").encode()
+
+    def case(self, uid: int, case: Case, port: int) -> Reply:
+        """The bad host's 200 cases with links: malformed markup and charset confusions."""
+        texts = self._anchor_texts()
+        hrefs, _, _, tgts = self._hrefs(uid, port)
+        links = [f'<a href="{href}">{texts[tgt]}</a>' for href, tgt in zip(hrefs, tgts)]
+        if case is Case.MALFORMED:
+            body = (b"<html><head><title>Malformed page</title><body bgcolor=white>\n"
+                    b"<div class=\"x\"><p>Unclosed paragraph <b>bold <i>both</b> italic?</i>\n"
+                    b"<table><tr><td>cell<td>cell two<div>div in a cell " + links[0].encode() + b"\n"
+                    b"</td></tr></table></span></font></div></div></div></div>\n"
+                    b"\x00\x01\x02 junk \xff\xfe\xfd \x80\x81\xc3( &#xZZ; &bogus; &amp <<>> </ >\n"
+                    b"<ul><li>item one<li>item two " + b" ".join(x.encode() for x in links[1:]) + b"\n"
+                    b"<p>Nested <a>garbage <b><i><u>deep</b></u></i> <form><form><select><option>x</select></p></p></p>\n"
+                    b"<!-- a comment that never ends\n<a href=\"/bad-ok/inside-comment.html\">not a link</a>\n")
+            return Reply(200, HTML, body)
+        if case is Case.CP1252:
+            text = ("<!DOCTYPE html>\n<html><head><title>Caf\u00e9 \u201cquoted\u201d \u2013 windows-1252</title></head>\n"
+                    "<body><p>Na\u00efve caf\u00e9 r\u00e9sum\u00e9 \u2014 \u20ac5, \u2018single\u2019 \u2026</p>\n"
+                    + "\n".join(links) + "\n</body></html>\n")
+            return Reply(200, "text/html; charset=utf-8", text.encode("cp1252"))
+        if case is Case.NOCHARSET:
+            text = ("<!DOCTYPE html>\n<html><head><title>No charset anywhere</title></head>\n"
+                    "<body><p>Gr\u00fc\u00dfe aus K\u00f6ln, caf\u00e9 cr\u00e8me.</p>\n"
+                    + "\n".join(links) + "\n</body></html>\n")
+            return Reply(200, "text/html", text.encode("latin-1"))
+        if case is Case.SHIFT_JIS:
+            text = ("<!DOCTYPE html>\n<html><head><meta charset=\"shift_jis\"><title>\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8</title></head>\n"
+                    "<body><p>\u3053\u308c\u306f\u30b7\u30d5\u30c8JIS\u3067\u66f8\u304b\u308c\u305f\u30da\u30fc\u30b8\u3067\u3059\u3002"
+                    "\u30ea\u30f3\u30af\u306f\u4e0b\u306b\u3042\u308a\u307e\u3059\u3002</p>\n"
+                    + "\n".join(links) + "\n</body></html>\n")
+            return Reply(200, "text/html", text.encode("shift_jis"))
+        raise ValueError(f"case {case} is streamed, not rendered")
+
+
+# --- helpers (pure functions) ----------------------------------------------------
+
+
+def _absolute(form: int, origin: str, upper: str, tp: str, salt: int) -> str:
+    """An absolute (or scheme-relative) form of origin + tp."""
+    if form == _F_ABS_UPPER:
+        return upper + tp
+    if form == _F_SCHEME_REL:
+        return "//" + origin[7:] + tp
+    if form == _F_FRAGMENT:
+        return origin + tp + "#" + FRAGMENTS[salt % len(FRAGMENTS)]
+    if form == _F_PCT:
+        return origin + _pct(tp, salt)
+    if form == _F_DOTSEG:
+        return origin + _dotseg(tp, salt)
+    if form == _F_SPACES:
+        return " " + origin + tp + "\n"
+    if form == _F_NO_SLASH and tp == "/":
+        return origin
+    return origin + tp
+
+
+def _self_href(form: int, salt: int) -> str:
+    """A link to the page itself: a bare fragment or an empty href."""
+    return "#" + FRAGMENTS[(salt >> 5) % len(FRAGMENTS)] if form == _F_SELF_FRAG else ""
+
+
+def _relative(base_dir: str, tp: str) -> str:
+    """Relative reference from directory `base_dir` (ends with /) to path `tp`."""
+    if tp.startswith(base_dir):
+        rel = tp[len(base_dir):]
+    elif base_dir == "/":
+        rel = tp[1:]
+    else:
+        b = base_dir.split("/")[1:-1]
+        t = tp.split("/")[1:]
+        i = 0
+        while i < len(b) and i < len(t) - 1 and b[i] == t[i]:
+            i += 1
+        rel = "../" * (len(b) - i) + "/".join(t[i:])
+    return rel or "./"
+
+
+def _pct(tp: str, salt: int) -> str:
+    """Percent-escape one unreserved character of the path (never '/' or '.')."""
+    cands = [i for i, c in enumerate(tp) if c.isalnum() or c in "-_~"]
+    if not cands:
+        return tp
+    i = cands[salt % len(cands)]
+    esc = f"%{ord(tp[i]):02X}" if salt & 2 else f"%{ord(tp[i]):02x}"
+    return tp[:i] + esc + tp[i + 1:]
+
+
+def _dotseg(tp: str, salt: int) -> str:
+    """The path with a removable dot segment."""
+    if salt & 4:
+        return "/./" + tp[1:]
+    return f"/{DIRS[salt % len(DIRS)]}/.." + tp
+
+
+def _entity(tp: str, salt: int) -> str:
+    """One character of the path as an HTML character reference (decoded by the parser)."""
+    cands = [i for i, c in enumerate(tp) if c.isalnum()] or [0]
+    i = cands[salt % len(cands)]
+    return tp[:i] + f"&#{ord(tp[i])};" + tp[i + 1:]
+
+
+def _attr(href: str, i: int) -> str:
+    """`="href"` with quoting varied like real pages: double, single, unquoted, valueless when empty."""
+    if not href:
+        return "" if i % 2 else '=""'
+    if i % 11 == 4:
+        return f"='{href}'"
+    if i % 13 == 6 and not any(c in href for c in " \t\n\"'=<>`"):
+        return f"={href}"
+    return f'="{href}"'
+
+
+def _anchor(tgt: int) -> str:
+    n = len(WORDS)
+    return f"{WORDS[(tgt * 7) % n].capitalize()} {WORDS[(tgt * 13 + 3) % n]}"
+
+
+def _title(uid: int) -> str:
+    h = mix(uid, 0x7171)
+    n = len(WORDS)
+    words = [WORDS[(h >> (8 * k)) % n] for k in range(3 + h % 3)]
+    return " ".join(words).capitalize() + f" #{uid}"
+
+
+def _html_escape(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _error_page(status: int, reason: str, path: str) -> bytes:
+    """An error page without links."""
+    return (f"<!DOCTYPE html>\n<html><head><title>{status} {reason}</title></head>\n<body>\n"
+            f"<h1>{reason}</h1>\n<p>The requested URL {_html_escape(path)} was not found on this server "
+            f"or could not be served.</p>\n<hr><address>testweb</address>\n</body></html>\n").encode()
+
+
+def _paragraph_pool(seed: int) -> list[str]:
+    """Paragraph texts with inline tags and entities, chosen once per web."""
+    rnd = random.Random(seed * 7919 + 17)
+    entities = ("&amp;", "&mdash;", "&nbsp;", "caf&eacute;", "it&#8217;s", "&quot;quoted&quot;", "&hellip;",
+                "&copy;", "&lt;tag&gt;", "na&iuml;ve", "&#x2013;")
+    tags = ("em", "strong", "code", "span class=\"hl\"", "abbr title=\"also\"", "b", "i")
+    pool = []
+    for _ in range(PARAGRAPHS_IN_POOL):
+        words = []
+        for w in range(rnd.randint(30, 80)):
+            word = rnd.choice(WORDS)
+            r = rnd.random()
+            if r < 0.06:
+                tag = rnd.choice(tags)
+                words.append(f"<{tag}>{word}</{tag.split()[0]}>")
+            elif r < 0.10:
+                words.append(rnd.choice(entities))
+            else:
+                words.append(word)
+            if w % 11 == 10:
+                words[-1] += "."
+        text = " ".join(words)
+        pool.append(text[0].upper() + text[1:] + ".")
+    return pool
+
+
+def png_body(uid: int, path: str) -> bytes:
+    """A valid 1x1 PNG, unique per image (colour and a tEXt chunk naming the path)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rgb = bytes(((uid * 37) % 256, (uid * 91) % 256, (uid * 53) % 256))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"tEXt", b"Comment\x00" + path.encode()) + chunk(b"IDAT", zlib.compress(b"\x00" + rgb))
+            + chunk(b"IEND", b""))
+
+
+def css_body(host_name: str, path: str) -> bytes:
+    """A small stylesheet (its url() references are not links for the crawler)."""
+    return (f"/* {host_name}{path} */\n:root{{--accent:#0a58ca}}\nbody{{margin:0;color:#222}}\n"
+            f".site-header{{background:url(\"/img/0.png\") repeat-x}}\n"
+            f"nav a{{color:var(--accent);text-decoration:none}}\n@media print{{nav,aside{{display:none}}}}\n").encode()
+
+
+def _app_js(host_name: str) -> bytes:
+    return (f"/* app.js for {host_name} */\n(function(){{document.documentElement.className='js';"
+            f"var a=document.createElement('a');a.href='/js-made/link.html';}})();\n").encode()

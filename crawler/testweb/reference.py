@@ -1,0 +1,235 @@
+"""A deliberately simple reference crawler that checks the test web against its own manifest.
+
+Not the product's crawler: one URL at a time, breadth-first, no frontier, no
+DUE, no politeness beyond "one request at a time". It shares nothing with the
+generator but the `CrawlRules.admits` filter: links come from parsing the
+served bytes (selectolax), resolving them (ada, WHATWG), canonicalising them
+(fragment dropped, unreserved %-escapes decoded); robots.txt is read with
+protego. If its requests equal `expected_crawl(...)`, the web serves what the
+manifest claims. The tests run it in-process (through `Renderer`) and over
+HTTP (against the aiohttp server and against nginx).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import zlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from urllib.parse import urlsplit
+
+import ada_url
+from protego import Protego
+from selectolax.lexbor import LexborHTMLParser
+
+from .manifest import CrawlRules
+from .model import HOSTILE_ROLES, Web
+from .pages import Renderer
+
+USER_AGENT = "ExampleCrawler/1.0 (+https://example.org/crawler)"
+LINK_SOURCES = MappingProxyType({"a": "href", "area": "href", "link": "href", "img": "src", "frame": "src",
+                                 "iframe": "src", "embed": "src", "source": "src", "form": "action"})
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+@dataclass
+class Fetched:
+    """What the reference crawler needs from one response; body None = failed (limit, timeout)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | None
+
+
+Fetch = Callable[[str], Awaitable[Fetched]]
+
+
+@dataclass
+class CrawlResult:
+    fetched: list[str] = field(default_factory=list)
+    robots: list[str] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
+    disallowed: set[str] = field(default_factory=set)
+    filtered: set[str] = field(default_factory=set)
+    statuses: dict[str, int] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+
+
+def canonicalize(href: str, base: str | None) -> str | None:
+    """Absolute canonical http(s) URL of `href` against `base`, or None."""
+    try:
+        url = ada_url.URL(href, base) if base else ada_url.URL(href)
+    except ValueError:
+        return None
+    if url.protocol not in ("http:", "https:"):
+        return None
+    s = url.href.split("#", 1)[0]
+
+    def sub(m: re.Match[str]) -> str:
+        c = chr(int(m.group(1), 16))
+        return c if c in _UNRESERVED else "%" + m.group(1).upper()
+    return _PCT.sub(sub, s)
+
+
+def extract_links(body: bytes, url: str, follow_nofollow: bool = False) -> list[str]:
+    """Canonical links of an HTML body, honouring <base>, rel=nofollow and meta robots."""
+    tree = LexborHTMLParser(body)
+    if not follow_nofollow:
+        for meta in tree.css("meta[name]"):
+            if (meta.attributes.get("name") or "").lower() == "robots":
+                tokens = re.split(r"[\s,]+", (meta.attributes.get("content") or "").lower())
+                if "nofollow" in tokens or "none" in tokens:
+                    return []
+    base = url
+    for b in tree.css("base"):
+        if "href" in b.attributes:
+            try:
+                base = ada_url.URL(b.attributes.get("href") or "", url).href
+            except ValueError:
+                pass
+            break
+    out = []
+    for node in tree.css(",".join(LINK_SOURCES)):
+        attr = LINK_SOURCES[node.tag]
+        if attr not in node.attributes:
+            continue
+        if not follow_nofollow and "nofollow" in (node.attributes.get("rel") or "").lower().split():
+            continue
+        link = canonicalize(node.attributes.get(attr) or "", base)
+        if link:
+            out.append(link)
+    return out
+
+
+def _private(host: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_private or ip.is_loopback or ip.is_link_local
+
+
+async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = CrawlRules(),
+                          user_agent: str = USER_AGENT, host_gap_s: float = 0.0) -> CrawlResult:
+    """Crawl breadth-first from `seeds` through `fetch`, one request at a time.
+
+    `host_gap_s`: least time between the end of one request to a host and the start of the next
+    (a server notices a client that cut a body short a moment after the client moved on).
+    """
+    token = user_agent.split("/", 1)[0]
+    last_end: dict[str, float] = {}
+    loop = asyncio.get_running_loop()
+
+    async def polite(url: str, netloc: str) -> Fetched:
+        wait = last_end.get(netloc, -1e9) + host_gap_s - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            return await fetch(url)
+        finally:
+            last_end[netloc] = loop.time()
+
+    queue = deque(seeds)
+    seen: set[str] = set()
+    robots: dict[str, Callable[[str], bool]] = {}
+    res = CrawlResult()
+    while queue:
+        url = queue.popleft()
+        if url in seen:
+            continue
+        seen.add(url)
+        parts = urlsplit(url)
+        host, path = parts.hostname or "", parts.path or "/"
+        if not rules.admits(url, host, path):
+            res.filtered.add(url)
+            continue
+        if host.endswith(".invalid") or (rules.private_guard and _private(host)):
+            res.refused.add(url)
+            continue
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if rules.obey_robots:
+            if origin not in robots:
+                got = await polite(origin + "/robots.txt", parts.netloc)
+                res.robots.append(origin + "/robots.txt")
+                if got.status == 200 and got.body is not None:
+                    parser = Protego.parse(got.body.decode("utf-8", "replace"))
+                    robots[origin] = lambda u, p=parser: p.can_fetch(u, token)
+                else:
+                    verdict = 400 <= got.status < 500
+                    robots[origin] = lambda u, v=verdict: v
+            if not robots[origin](url):
+                res.disallowed.add(url)
+                continue
+        got = await polite(url, parts.netloc)
+        res.fetched.append(url)
+        res.statuses[url] = got.status
+        if got.body is None:
+            res.failed.add(url)
+        if 300 <= got.status < 400 and "location" in got.headers:
+            link = canonicalize(got.headers["location"], url)
+            if link:
+                queue.append(link)
+        elif 200 <= got.status < 300 and got.body is not None and got.headers.get("content-type", "").startswith("text/html"):
+            queue.extend(extract_links(got.body, url, rules.follow_nofollow))
+    return res
+
+
+def renderer_fetch(web: Web, *, static: bool = False) -> Fetch:
+    """A `Fetch` that asks the renderer directly (no HTTP); streamed cases count as failures."""
+    renderer = Renderer(web)
+
+    async def fetch(url: str) -> Fetched:
+        parts = urlsplit(url)
+        host = web.host_named(parts.hostname or "")
+        if host is None or (static and host.role in HOSTILE_ROLES):
+            return Fetched(404, {"content-type": "text/html"}, b"")
+        reply = renderer.respond(host, parts.path or "/", parts.port or 80)
+        headers = {"content-type": reply.content_type}
+        headers.update({k.lower(): v for k, v in reply.headers})
+        return Fetched(reply.status, headers, None if reply.stream else reply.body)
+    return fetch
+
+
+def http_fetch(session, port: int, *, max_body_bytes: int = 1 << 20, max_decoded_bytes: int = 4 << 20,
+               timeout_s: float = 2.0, address: str = "127.0.0.1") -> Fetch:
+    """A `Fetch` over HTTP to `address:port` with the URL's host in the Host header.
+
+    `session` is an aiohttp.ClientSession created with auto_decompress=False;
+    bodies over the limits, gzip bombs and stalls come back as failures.
+    """
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=timeout_s * 4, sock_read=timeout_s)
+
+    async def fetch(url: str) -> Fetched:
+        parts = urlsplit(url)
+        target = f"http://{address}:{port}{parts.path or '/'}"
+        try:
+            async with session.get(target, headers={"Host": parts.netloc, "User-Agent": USER_AGENT},
+                                   allow_redirects=False, timeout=timeout) as resp:
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+                chunks, size = [], 0
+                while size <= max_body_bytes:
+                    chunk = await resp.content.read(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                if size > max_body_bytes:
+                    resp.close()
+                    return Fetched(resp.status, headers, None)
+                body = b"".join(chunks)
+                if headers.get("content-encoding") == "gzip":
+                    inflater = zlib.decompressobj(31)
+                    body = inflater.decompress(body, max_decoded_bytes + 1)
+                    if len(body) > max_decoded_bytes:
+                        return Fetched(resp.status, headers, None)
+                return Fetched(resp.status, headers, body)
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return Fetched(0, {}, None)
+    return fetch

@@ -1,0 +1,186 @@
+"""The test web's HTTP server: every virtual host on one port, with an access log.
+
+aiohttp's low-level `web.Server` (no router: one handler sees every request).
+The Host header picks the host (unknown -> 404) and its port is the port
+written into absolute links, so the same model serves on any port. Every
+response is written inside the handler, so the access log can record when its
+last byte went out:
+
+    {"host": "h001.web.test", "path": "/p/1.html", "method": "GET", "status": 200,
+     "start": 1700000000.123456, "end": 1700000000.124001, "bytes": 8123,
+     "peer": "127.0.0.2", "ua": "ExampleCrawler/1.0 (...)"}
+
+one JSON line per request, written when the request ends (also when the client
+goes away mid-body), line-buffered so tests can read it at any time. `start`
+is `time.time()` when the handler began, `end` when the last byte was handed
+to the socket or the client was found gone; audit.py checks politeness from
+these two times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from aiohttp import web
+
+from .hostile import Hostile, Progress
+from .model import REMOTE_ROLES, Web, WebParams, build_web
+from .pages import DEFAULT_CACHE_ENTRIES, Renderer
+
+SHUTDOWN_TIMEOUT_S = 2.0
+"""How long stop() lets in-flight handlers finish before they are cancelled."""
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+class TestWebServer:
+    """Serves a `Web` on one port for every virtual host; usable as `async with`."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, web_or_params: Web | WebParams | None = None, access_log_path: str | Path | None = None,
+                 *, cache_entries: int = DEFAULT_CACHE_ENTRIES, shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        if web_or_params is None:
+            web_or_params = WebParams()
+        self.web = web_or_params if isinstance(web_or_params, Web) else build_web(web_or_params)
+        self.renderer = Renderer(self.web, cache_entries)
+        if access_log_path is None:
+            access_log_path = Path(tempfile.mkdtemp(prefix="testweb-")) / "access.log.jsonl"
+        self.access_log_path = Path(access_log_path)
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.requests = 0
+        """Requests answered so far (all hosts)."""
+        self._shutdown_timeout_s = shutdown_timeout_s
+        self._stopping = False
+        self._runner: web.ServerRunner | None = None
+        self._log = None
+        self._hostile = Hostile(self.web.params, lambda: self._stopping)
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0, *, reuse_port: bool = False) -> None:
+        """Listen on host:port (0 = a free port; see `.port`)."""
+        self.access_log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.access_log_path, "a", buffering=1, encoding="utf-8")
+        self._stopping = False
+        # handler_cancellation: a client that goes away ends its handler at once, so a cut
+        # response's log line says when the client left, not when a later write failed.
+        server = web.Server(self._handle, access_log=None, handler_cancellation=True)
+        self._runner = web.ServerRunner(server, shutdown_timeout=self._shutdown_timeout_s)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_port=reuse_port or None)
+        await site.start()
+        self.host = host
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop listening, end long responses (stall, endless) and close the access log."""
+        self._stopping = True
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    async def __aenter__(self) -> TestWebServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    # --- convenience -------------------------------------------------------------
+
+    def seeds(self) -> list[str]:
+        return self.web.seeds(self.port)
+
+    def url(self, host_name: str, path: str = "/") -> str:
+        return f"http://{host_name}:{self.port}{path}"
+
+    # --- the handler -------------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        start = time.time()
+        self.requests += 1
+        name, port = split_host(request.headers.get("Host", ""), self.port)
+        raw_path = request.raw_path
+        path = raw_path.split("?", 1)[0]
+        if "%" in path:
+            path = decode_unreserved(path)
+        progress = Progress(status=0)
+        resp: web.StreamResponse | None = None
+        try:
+            host = self.web.host_named(name)
+            if request.method not in ("GET", "HEAD"):
+                reply = None
+                resp = web.Response(status=405, text="method not allowed\n", headers={"Allow": "GET, HEAD"})
+                progress.status = 405
+            elif host is None or host.role in REMOTE_ROLES:
+                reply = self.renderer.not_found(path)
+            else:
+                reply = self.renderer.respond(host, path, port)
+            if reply is not None:
+                if reply.delay_s:
+                    await asyncio.sleep(reply.delay_s)
+                if reply.stream is not None:
+                    progress.status = reply.status
+                    return await self._hostile.serve(request, reply.stream, progress)
+                progress.status = reply.status
+                headers = {"Content-Type": reply.content_type}
+                headers.update(reply.headers)
+                resp = web.Response(status=reply.status, body=reply.body, headers=headers)
+            await resp.prepare(request)
+            await resp.write_eof()
+            if request.method != "HEAD":
+                progress.bytes = len(reply.body) if reply is not None else len(resp.body or b"")
+            return resp
+        except ConnectionError:
+            if resp is not None and resp.prepared:
+                return resp
+            raise
+        finally:
+            self._write_log(request, name, raw_path, progress, start)
+
+    def _write_log(self, request: web.BaseRequest, name: str, raw_path: str, progress: Progress,
+                   start: float) -> None:
+        if self._log is None:
+            return
+        record = {
+            "host": name, "path": raw_path, "method": request.method, "status": progress.status,
+            "start": start, "end": time.time(), "bytes": progress.bytes,
+            "peer": request.remote or "", "ua": request.headers.get("User-Agent", ""),
+        }
+        self._log.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def split_host(header: str, default_port: int) -> tuple[str, int]:
+    """(lower-case host name, port) of a Host header value; the port defaults to ours."""
+    header = header.strip().lower()
+    if header.startswith("["):  # [v6]:port
+        end = header.find("]")
+        name, rest = header[1:end], header[end + 1:]
+        port_s = rest[1:] if rest.startswith(":") else ""
+    else:
+        name, _, port_s = header.partition(":")
+    try:
+        port = int(port_s) if port_s else default_port
+    except ValueError:
+        port = default_port
+    return name.rstrip("."), port
+
+
+def decode_unreserved(path: str) -> str:
+    """Decode %XX escapes of unreserved characters (the canonical form does the same)."""
+    def sub(m: re.Match[str]) -> str:
+        c = chr(int(m.group(1), 16))
+        return c if c in _UNRESERVED else "%" + m.group(1).upper()
+    return _PCT.sub(sub, path)
