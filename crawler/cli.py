@@ -29,10 +29,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from crawler.node import Node
 
     config = load(args.config)
+    if args.progress_interval is not None:
+        config.metrics.progress_interval_s = args.progress_interval
     node = Node(config, args.node, source=args.config)
     summary = run_async(node.run(handle_signals=True))
     print(json.dumps(summary, sort_keys=True), flush=True)
     return 0 if summary["worker_errors"] == 0 else 1
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from crawler.cluster import run_cluster
+
+    return run_async(run_cluster(args.config, progress_interval_s=args.progress_interval))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -55,12 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one crawling node")
     run.add_argument("-c", "--config", required=True, help="cluster YAML file")
     run.add_argument("--node", type=int, default=0, help="which node of the file this process is (default 0)")
+    run.add_argument("--progress-interval", type=float, default=None, metavar="S",
+                     help="seconds between progress lines on stderr, 0 = none (overrides metrics.progress_interval_s)")
     run.set_defaults(func=_cmd_run)
+
+    cluster = sub.add_parser("cluster", help="run every node of the file that lives on this machine")
+    cluster.add_argument("-c", "--config", required=True, help="cluster YAML file")
+    cluster.add_argument("--progress-interval", type=float, default=None, metavar="S",
+                         help="seconds between combined progress lines, 0 = none")
+    cluster.set_defaults(func=_cmd_cluster)
 
     demo = sub.add_parser("demo", help="crawl a built-in local test web and print a summary")
     demo.add_argument("--hosts", type=int, default=100, help="hosts in the test web (default 100)")
     demo.add_argument("--pages", type=int, default=5000, help="pages in the test web (default 5000)")
     demo.add_argument("--workers", type=int, default=64, help="workers per node (default 64)")
+    demo.add_argument("--nodes", type=int, default=3, help="crawling nodes, each its own process (default 3)")
     demo.add_argument("--dir", default=None, help="keep the demo's files here (default: a temporary folder)")
     demo.set_defaults(func=_cmd_demo)
 

@@ -1,18 +1,23 @@
 """`crawler demo`: the embedded default run, with nothing to set up.
 
 Starts the synthetic test web as a child process on a free loopback port,
-writes a cluster config for it (DNS overrides point `*.web.test` at the
-loopback address, so no DNS server is needed and the private-network guard
-stays on), crawls it, then checks the crawl from the outside: the server's
-access log against the web's manifest and the politeness rules. Prints a
-summary table and, last, one JSON line.
+writes a cluster config for it (three nodes on loopback, each binding its
+fetches to its own address 127.0.0.1-3; DNS overrides point `*.web.test` at
+the loopback address, so no DNS server is needed and the private-network
+guard stays on), runs the cluster (`crawler cluster`, one process per node,
+with a fresh random cluster secret), then checks the crawl from the outside:
+the server's access log against the web's manifest and the politeness rules.
+Prints a table per node and, last, one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import secrets
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -23,10 +28,28 @@ import yaml
 from crawler.testweb.audit import compare, overlaps, short_gaps
 from crawler.testweb.process import TestWebProcess
 
+SECRET_ENV = "CRAWLER_CLUSTER_SECRET"
 
-def demo_config(seeds: str, data_dir: Path, workers: int) -> dict:
+
+def free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:
+    ports = free_ports(2 * nodes)
     return {
-        "cluster": {"name": "demo", "nodes": [{"id": 0, "host": "127.0.0.1", "peer_port": 0, "metrics_port": 0}]},
+        "cluster": {"name": "demo", "secret_env": SECRET_ENV, "nodes": [
+            {"id": i, "host": "127.0.0.1", "peer_port": ports[2 * i], "metrics_port": ports[2 * i + 1],
+             "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
         "crawl": {"seeds_file": seeds, "data_dir": str(data_dir / "node-{node}")},
         "workers": workers,
         "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}},
@@ -38,57 +61,69 @@ def demo_config(seeds: str, data_dir: Path, workers: int) -> dict:
 
 def demo(args: argparse.Namespace) -> int:
     from crawler.cli import run_async
-    from crawler.config import load
-    from crawler.node import Node
+    from crawler.cluster import run_cluster
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="crawler-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.pages), "--private-links", "--stall-s", "6"]
-    print(f"demo: serving a test web of {args.hosts} hosts / {args.pages} pages; files in {root}", file=sys.stderr)
+    print(f"demo: a test web of {args.hosts} hosts / {args.pages} pages, crawled by {args.nodes} nodes; "
+          f"files in {root}", file=sys.stderr)
     try:
         with TestWebProcess(root / "web", web_args) as web:
             config_path = root / "crawl.yaml"
-            config_path.write_text(yaml.safe_dump(demo_config(web.info["seeds"], root / "data", args.workers),
-                                                  sort_keys=False))
-            config = load(config_path)
+            config_path.write_text(yaml.safe_dump(demo_config(web.info["seeds"], root / "data", args.workers,
+                                                              args.nodes), sort_keys=False))
+            lines = io.StringIO()
             started = time.monotonic()
-            summary = run_async(Node(config, 0, source=str(config_path)).run(handle_signals=True))
+            code = run_async(run_cluster(str(config_path), extra_env={SECRET_ENV: secrets.token_hex(16)},
+                                         out=lines))
             wall_s = time.monotonic() - started
             requests = web.requests()
             manifest = web.manifest()
+        outputs = [json.loads(line) for line in lines.getvalue().splitlines() if line.strip()]
+        nodes, cluster = outputs[:-1], outputs[-1]
         result = compare(requests, manifest)
         overlap = overlaps(requests)
         gaps = short_gaps(requests, manifest.crawl_delay_s, delay_factor=0.0)
+        ok = code == 0 and result.ok and not overlap and not gaps
         report = {
-            "demo": "ok" if result.ok and not overlap and not gaps else "mismatch",
-            "pages": summary["pages"],
+            "demo": "ok" if ok else "mismatch",
+            "nodes": len(nodes),
+            "pages": cluster["pages"],
             "expected_pages": len(manifest.fetched),
             "missing": len(result.missing), "unexpected": len(result.unexpected),
             "fetched_twice": len(result.duplicates), "robots_forbidden_fetched": len(result.forbidden),
             "overlapping_requests": len(overlap), "crawl_delay_violations": len(gaps),
-            "errors_by_reason": summary["errors_by_reason"],
-            "cache_hit_rates": summary["cache_hit_rates"],
+            "cache_hit_rates": cluster["cache_hit_rates"],
+            "peer_bytes_sent": cluster["peer_bytes_sent"],
             "wall_s": round(wall_s, 1), "files": str(root),
         }
-        print(_table(summary, report))
+        print(_table(nodes, report))
         print(json.dumps(report, sort_keys=True), flush=True)
-        return 0 if report["demo"] == "ok" else 1
+        return 0 if ok else 1
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _table(summary: dict, report: dict) -> str:
-    rows = [
-        ("pages fetched", f"{summary['pages']} of {report['expected_pages']} expected"),
-        ("status classes", ", ".join(f"{k}: {v}" for k, v in summary["status"].items())),
-        ("failures (by reason)", ", ".join(f"{k}: {v}" for k, v in sorted(summary["errors_by_reason"].items())) or "none"),
-        ("robots.txt denials", summary["robots_denied"]),
-        ("missing / unexpected / twice", f"{report['missing']} / {report['unexpected']} / {report['fetched_twice']}"),
-        ("politeness", f"{report['overlapping_requests']} overlapping requests, "
-                       f"{report['crawl_delay_violations']} Crawl-delay violations (server's log)"),
-        ("cache hit rates", ", ".join(f"{k}: {v}" for k, v in summary["cache_hit_rates"].items())),
-        ("pages/s", summary["pages_per_s"]),
-    ]
-    width = max(len(r[0]) for r in rows)
-    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+def _rate(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _table(nodes: list[dict], report: dict) -> str:
+    head = f"{'node':>4}  {'pages':>6}  {'failures':>8}  {'splitter hits':>13}  {'DUE hits':>8}  {'sent to peers':>13}  {'pages/s':>7}"
+    lines = [head, "-" * len(head)]
+    for s in sorted(nodes, key=lambda s: s["node"]):
+        rates = s["cache_hit_rates"]
+        lines.append(f"{s['node']:>4}  {s['pages']:>6}  {s['errors']:>8}  {_rate(rates.get('splitter')):>13}  "
+                     f"{_rate(rates.get('due')):>8}  {s['peer_bytes_sent']:>11} B  {s['pages_per_s']:>7}")
+    rates = report["cache_hit_rates"]
+    lines.append(f"{'all':>4}  {report['pages']:>6}  {sum(s['errors'] for s in nodes):>8}  "
+                 f"{_rate(rates.get('splitter')):>13}  {_rate(rates.get('due')):>8}  {report['peer_bytes_sent']:>11} B")
+    lines.append("")
+    lines.append(f"expected pages {report['expected_pages']}: missing {report['missing']}, unexpected "
+                 f"{report['unexpected']}, fetched twice {report['fetched_twice']}, robots-forbidden fetched "
+                 f"{report['robots_forbidden_fetched']}")
+    lines.append(f"politeness (server's log): {report['overlapping_requests']} overlapping requests, "
+                 f"{report['crawl_delay_violations']} Crawl-delay violations")
+    return "\n".join(lines)

@@ -28,21 +28,33 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from crawler.config import Config, node_config
-from crawler.config.schema import NodeConfig
+from crawler.cache import cache_from_config
+from crawler.config import Config, ConfigError, cluster_secret, node_config
+from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import MemoryDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier
 from crawler.metrics import MetricsServer, NodeCollector
 from crawler.parse import LinkExtractor, content_fingerprint, is_html
+from crawler.peers import PeerNetwork
+from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.store import CrawlLog, WarcStore
+from crawler.termination import Termination
 from crawler.urls import canonicalize, fingerprints, host_of, origin_of
 
 log = logging.getLogger("crawler.node")
 
 # Statuses that ask us to come back later rather than report a result.
 _RETRY_STATUSES = (429, 503)
+
+
+def build_cache(config: CacheConfig, where: str):
+    """A URL cache from its config section (`splitter.cache`, `due.cache`); errors name the key."""
+    try:
+        return cache_from_config(config)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def status_class(status: int) -> str:
@@ -73,9 +85,14 @@ class Node:
         self.node_id = node_id
         self.data_dir = Path(config.crawl.data_dir.replace("{node}", str(node_id)))
         self.counters = Counters()
+        self.source = source
+        self.n_nodes = len(config.cluster.nodes)
         self._inflight = 0
         self._stopping = False
         self._stop_reason = ""
+        self._limited = False          # a limit stopped our fetching; we still serve the cluster
+        self._cluster_done = asyncio.Event()
+        self.urls_received = 0
         self._retries: dict[str, int] = {}
         self._content_seen: set[int] = set()
         self._started = 0.0
@@ -90,6 +107,11 @@ class Node:
         self.filter = URLFilter(c.filter)
         self.budget = HostBudget(c.filter.max_pages_per_host)
         self.due = MemoryDUE()
+        self.partitioner = Partitioner(self.n_nodes, c.cluster.partition)
+        self.splitter_cache = build_cache(c.splitter.cache, "splitter.cache")
+        self.splitter = HostSplitter(c.splitter, node_id, self.partitioner, self.splitter_cache, self._send_batch)
+        self.peers: PeerNetwork | None = None
+        self.termination: Termination | None = None
         self.frontier = Frontier(c.frontier, c.workers)
         self.extractor = LinkExtractor(c.parse)
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -112,14 +134,26 @@ class Node:
             delay = self._max_delay
         return delay if delay > self._min_delay else self._min_delay
 
-    def add_urls(self, urls: list[str]) -> None:
+    async def add_urls(self, urls: list[str]) -> None:
         """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
         urls = self.filter.filter(urls)
         if not urls:
             return
+        fps, urls = await self.splitter.route(urls, fingerprints(urls))
+        if urls:
+            new = self.due.submit(fps, urls)
+            if new:
+                self.enqueue(new)
+
+    def _on_batch(self, peer: int, urls: list[str]) -> None:
+        """URLs a peer sends us enter at the DUE, exactly like our local stream."""
+        self.urls_received += len(urls)
         new = self.due.submit(fingerprints(urls), urls)
         if new:
             self.enqueue(new)
+
+    async def _send_batch(self, peer: int, urls: list[str]) -> None:
+        await self.peers.send(peer, urls)
 
     def enqueue(self, urls: list[str]) -> None:
         add, admit = self.frontier.add, self.budget.admit
@@ -158,7 +192,7 @@ class Node:
         links, failure = await self.links_of(result)
         self.record(result, "page", len(links), failure)
         if links:
-            self.add_urls(links)
+            await self.add_urls(links)
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
             self.stop("max_pages")
         return delay
@@ -278,14 +312,34 @@ class Node:
                 self._inflight -= 1
 
     def stop(self, reason: str) -> None:
-        """Ask the node to finish: workers end after their current URL."""
+        """Ask the node to finish: workers end after their current URL.
+
+        At a limit, a node of a cluster stops fetching but keeps receiving
+        batches and answering the termination check until the cluster is done;
+        on a signal or at the cluster's end it leaves at once.
+        """
+        if reason in ("max_pages", "max_duration") and self.n_nodes > 1:
+            self._limited = True
+        else:
+            self._cluster_done.set()
         if not self._stopping:
             self._stopping = True
             self._stop_reason = reason
             self.frontier.close()
 
     def _idle(self) -> bool:
-        return self.frontier.idle() and self._inflight == 0
+        """No work here: nothing queued or in flight, nothing pending in splitter, DUE or peer links."""
+        if self._inflight or self.due.pending or self.splitter.pending:
+            return False
+        if not self._limited and not self.frontier.idle():
+            return False
+        return self.peers is None or self.peers.idle()
+
+    def _status(self) -> dict:
+        counts = self.peers.counts() if self.peers is not None else {}
+        return {"idle": self._idle(),
+                "activity": [counts.get("batches_sent_total", 0), counts.get("batches_received_total", 0),
+                             self.counters.fetches]}
 
     async def _watch(self) -> None:
         """Ends the crawl when there is no work left or a limit is reached."""
@@ -293,14 +347,16 @@ class Node:
         loop = asyncio.get_running_loop()
         progress_every = self.config.metrics.progress_interval_s
         next_progress = loop.time() + progress_every if progress_every else float("inf")
-        while not self._stopping:
+        while not self._cluster_done.is_set():
             await asyncio.sleep(0.02)
             now = loop.time()
             if max_s and now - self._t0 >= max_s:
                 self.stop("max_duration")
-            elif self.frontier.queued < self.config.workers and self.due.pending:
+            if self.frontier.queued < self.config.workers and self.due.pending:
                 self.enqueue(self.due.flush())
-            elif self._idle() and not self.due.pending:
+            if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
+                await self.splitter.flush_all()
+            if self.n_nodes == 1 and self._idle():
                 self.stop("done")
             if now >= next_progress:
                 next_progress = now + progress_every
@@ -312,6 +368,15 @@ class Node:
         print(f"node {self.node_id}: {c.fetches} pages ({c.fetches / elapsed:.1f}/s), "
               f"frontier {self.frontier.queued} URLs on {self.frontier.active_hosts} hosts, "
               f"errors {sum(c.errors.values())}", file=sys.stderr, flush=True)
+
+    async def add_seeds(self) -> None:
+        """Every node reads the whole seed list and keeps the seeds it owns (into its DUE)."""
+        seeds = self.filter.filter(self.seeds())
+        owner = self.partitioner.owner
+        mine = [u for u in seeds if owner(host_of(u)) == self.node_id]
+        if mine:
+            new = self.due.submit(fingerprints(mine), mine)
+            self.enqueue(new)
 
     def seeds(self) -> list[str]:
         crawl = self.config.crawl
@@ -333,6 +398,18 @@ class Node:
     async def start(self) -> None:
         c = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if c.splitter.log.enabled:
+            self.splitter.log = StreamLog(self.data_dir / "splitter-log", self.node_id, self.n_nodes,
+                                          c.splitter.log.rotate_bytes)
+        if self.n_nodes > 1:
+            secret = cluster_secret(c, self.source)
+            options = {k: v for k, v in vars(c.peers).items() if k != "termination_round_s"}
+            self.peers = PeerNetwork(self.me, c.cluster.nodes, c.cluster.name, secret, self.data_dir / "peers",
+                                     self._on_batch, self._on_control, **options)
+            self.termination = Termination(self.node_id, self.n_nodes, self._status, self.peers.send_control,
+                                           self.peers.broadcast_control, lambda: self.stop("done"),
+                                           c.peers.termination_round_s)
+            await self.peers.start()
         self.resolver = Resolver(c.fetch.dns, allow_private_networks=c.fetch.allow_private_networks)
         self.fetcher = Fetcher(c.fetch, self.resolver, c.crawl.user_agent,
                                source_address=self.me.source_address, max_url_bytes=c.filter.max_url_bytes)
@@ -347,7 +424,15 @@ class Node:
             await self.metrics_server.start()
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)
 
+    def _on_control(self, peer: int, message: dict) -> None:
+        if self.termination is not None:
+            self.termination.on_control(peer, message)
+
     async def close(self) -> None:
+        if self.peers is not None:
+            await self.splitter.flush_all()
+            await self.peers.close()
+        self.splitter.close()
         if self.fetcher is not None:
             await self.fetcher.close()
         if self.resolver is not None:
@@ -371,15 +456,21 @@ class Node:
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop, sig.name)
+        background = []
         try:
-            self.add_urls(self.seeds())
+            await self.add_seeds()
             workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
                        for i in range(self.config.workers)]
-            watcher = asyncio.create_task(self._watch(), name="watch")
+            background.append(asyncio.create_task(self._watch(), name="watch"))
+            background.append(asyncio.create_task(self.splitter.run_timer(), name="splitter-timer"))
+            if self.termination is not None and self.node_id == 0:
+                background.append(asyncio.create_task(self.termination.run_coordinator(), name="termination"))
             await asyncio.gather(*workers)
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            await self._cluster_done.wait()
         finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             if handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
@@ -407,6 +498,10 @@ class Node:
             "new_urls": self.due.stats()["new"],
             "worker_errors": c.worker_errors,
             "cache_hit_rates": self.cache_hit_rates(),
+            "cache_lookups": {name: list(hc) for name, hc in self.cache_counts().items()},
+            "splitter": {k: v for k, v in self.splitter.stats().items() if k != "by_destination"},
+            "urls_received": self.urls_received,
+            "peer_bytes_sent": self._peer_total("bytes_sent"),
             "duration_s": round(duration, 3),
             "pages_per_s": round(pages / duration, 2) if duration > 0 else 0.0,
         }
@@ -418,10 +513,19 @@ class Node:
             rates[name] = round(hits / total, 4) if total else None
         return rates
 
+    def _peer_total(self, key: str) -> int:
+        if self.peers is None:
+            return 0
+        return sum(p[key] for p in self.peers.counts()["peers"].values())
+
     def cache_counts(self) -> dict[str, tuple[int, int]]:
         """(hits, misses) per URL cache; the DUE's exact seen-set counts as its cache here."""
         s = self.due.stats()
-        return {"due": (s["checks"] - s["new"], s["new"])}
+        sc = self.splitter_cache
+        counts = {"due": (s["checks"] - s["new"], s["new"])}
+        if sc.hits + sc.misses:
+            counts["splitter"] = (sc.hits, sc.misses)
+        return counts
 
     def metrics_snapshot(self) -> dict:
         c = self.counters
@@ -436,7 +540,8 @@ class Node:
             "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
             "worker_errors": c.worker_errors, "cache_lookups": lookups,
-            "cache_entries": {"due": due["seen"]}, "cache_capacity": {},
+            "cache_entries": {"due": due["seen"], "splitter": self.splitter_cache.size},
+            "cache_capacity": {"splitter": self.splitter_cache.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
             "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns,

@@ -148,6 +148,30 @@ class FilterConfig:
     deny_extensions: list[str] = _f([], "Path extensions never fetched, e.g. ['.zip', '.iso'].")
 
 
+# --- peers -------------------------------------------------------------------------
+
+@dataclass
+class PeersConfig:
+    """Tunables of the peer transport (crawler/peers/options.py holds the same names)."""
+    listen_host: str | None = _f(None, "Address the peer server binds (e.g. 0.0.0.0 in a container); null = the node's host.")
+    queue_batches: int = _f(64, "Batches per peer waiting in memory; sending awaits (backpressure) when full and the peer is up.", "batches", min=1)
+    window_batches: int = _f(8, "Batches per peer sent but not yet acknowledged.", "batches", min=1)
+    max_frame_bytes: int = _f(16 * 1024 * 1024, "Largest frame accepted or sent; bigger batches are split. Same on every node.", "bytes", min=4096)
+    max_control_bytes: int = _f(65536, "Largest control message.", "bytes", min=256)
+    connect_timeout_s: float = _f(5.0, "Time allowed to open a TCP connection to a peer.", "s", min=0.001)
+    handshake_timeout_s: float = _f(5.0, "Time allowed for the authentication handshake.", "s", min=0.001)
+    ping_interval_s: float = _f(5.0, "A silent link sends a PING after this long.", "s", min=0.001)
+    dead_after_s: float = _f(15.0, "A link waiting for an answer that hears nothing this long is dropped and reconnected.", "s", min=0.001)
+    ack_timeout_s: float = _f(60.0, "A batch unacknowledged this long drops the link.", "s", min=0.001)
+    reconnect_min_s: float = _f(0.1, "First reconnect delay; doubles per failure, with jitter.", "s", min=0.001)
+    reconnect_max_s: float = _f(30.0, "Cap of the reconnect delay.", "s", min=0.001)
+    spill_after_s: float = _f(10.0, "A peer down this long has its queued batches spilled to disk (earlier when its queue is full).", "s", min=0.001)
+    spool_segment_bytes: int = _f(64 * 1024 * 1024, "Spool files are rotated beyond this size.", "bytes", min=4096)
+    recv_buffer_batches: int = _f(32, "Per incoming connection: frames read but not yet processed.", "batches", min=1)
+    max_handshakes: int = _f(64, "Incoming connections allowed in the handshake at once.", "connections", min=1)
+    termination_round_s: float = _f(0.1, "How often the coordinator (node 0) polls the cluster for the end of the crawl.", "s", min=0.001)
+
+
 # --- splitter, DUE ------------------------------------------------------------------
 
 @dataclass
@@ -216,6 +240,7 @@ class Config:
     parse: ParseConfig = _sub(ParseConfig, "Link extraction.")
     filter: FilterConfig = _sub(FilterConfig, "URL filter.")
     splitter: SplitterConfig = _sub(SplitterConfig, "Host splitter.")
+    peers: PeersConfig = _sub(PeersConfig, "Transport between nodes.")
     due: DueConfig = _sub(DueConfig, "Duplicate URL eliminator.")
     store: StoreConfig = _sub(StoreConfig, "Pages and crawl log on disk.")
     metrics: MetricsConfig = _sub(MetricsConfig, "Prometheus endpoint and progress.")

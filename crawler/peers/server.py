@@ -80,7 +80,8 @@ class _Conn:
     writer: asyncio.StreamWriter
     queue: asyncio.Queue
     dead: bool = False               # stop processing: the sender is gone, or a newer connection took over
-    busy: bool = False               # a callback is running
+    busy: bool = False               # on_batch is running for a batch of this connection
+    batches_waiting: int = 0         # batches queued for on_batch (control messages do not count)
     processor: asyncio.Task | None = None
     last_rx: float = 0.0             # monotonic time of the last frame read
 
@@ -137,8 +138,8 @@ class PeerServer:
                     conn.writer.transport.abort()
 
     def busy(self) -> bool:
-        """A received frame is waiting for or inside a callback."""
-        return any(c.busy or not c.queue.empty() for c in self._all)
+        """A received batch is waiting for or inside on_batch (control messages do not count)."""
+        return any(c.busy or c.batches_waiting for c in self._all)
 
     def connected(self, peer_id: int) -> bool:
         conn = self._conns.get(peer_id)
@@ -245,6 +246,7 @@ class PeerServer:
             if ftype == FrameType.BATCH:
                 seq, urls = decode_batch(payload)
                 counters.bytes_received += len(payload) + HEADER_BYTES
+                conn.batches_waiting += 1
                 await conn.queue.put((seq, urls))
             elif ftype == FrameType.PING:
                 conn.writer.write(encode_seq(FrameType.PONG, decode_seq(payload)))
@@ -267,15 +269,21 @@ class PeerServer:
             item = await conn.queue.get()
             if item is _END:
                 return
+            if item[0] is _CONTROL:
+                # Control messages never make the node busy: the termination check asks
+                # "are you idle?" through one, and must not see its own question as work.
+                async with lock:
+                    if conn.dead:
+                        return
+                    counters.controls_received += 1
+                    await self._call(self._on_control, peer, item[1], counters)
+                continue
             async with lock:
+                conn.batches_waiting -= 1
                 if conn.dead:
                     return
                 conn.busy = True
                 try:
-                    if item[0] is _CONTROL:
-                        counters.controls_received += 1
-                        await self._call(self._on_control, peer, item[1], counters)
-                        continue
                     seq, urls = item
                     mark = self._marks.get(peer)
                     if mark is None or mark[0] != conn.stream_id:

@@ -44,7 +44,7 @@ class HostSplitter:
     async def route(self, urls: list[str], fps: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """Returns the URLs this node owns (fingerprints, URLs); sends the rest on."""
         n = len(urls)
-        if self.partitioner.nodes == 1 and self.cache is None:
+        if self.partitioner.nodes == 1 and not self._scope_all:  # single node: nothing to split
             self.local += n
             self.by_destination[self.node_id] += n
             if self.log is not None:

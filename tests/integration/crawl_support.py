@@ -41,7 +41,8 @@ def crawl_log(path: Path) -> list[dict]:
 
 
 def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_factor: float,
-                          min_delay_s: float = 0.0, end_tolerance_s: float = 0.005) -> list[str]:
+                          min_delay_s: float = 0.0, end_tolerance_s: float = 0.005,
+                          resolution_s: float = 0.0) -> list[str]:
     """Per host, consecutive requests must respect the delay, checked from the server's log.
 
     Sound from the server's side: a request's server `start` is never later than
@@ -50,6 +51,8 @@ def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_f
     (a) next.start - prev.start >= max(k * x, min_delay, Crawl-delay), x being
         the fetch time the crawler measured (its crawl log), exactly;
     (b) next.start - prev.end >= max(min_delay, Crawl-delay) within `end_tolerance_s`.
+    `resolution_s` allows for a server's coarse time stamps (nginx logs milliseconds,
+    and start = end - duration carries two roundings).
     """
     x_of = {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
     problems = []
@@ -58,8 +61,8 @@ def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_f
         for prev, nxt in zip(reqs, reqs[1:]):
             x = x_of.get(f"http://{prev.host}:{manifest.port}{prev.path}", 0.0)
             need = max(delay_factor * x, floor)
-            if nxt.start - prev.start < need:
+            if nxt.start - prev.start < need - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s < {need:.4f}s")
-            if nxt.start - prev.end < floor - end_tolerance_s:
+            if nxt.start - prev.end < floor - end_tolerance_s - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: gap {nxt.start - prev.end:.4f}s < {floor:.4f}s")
     return problems

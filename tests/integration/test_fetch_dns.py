@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,74 +13,30 @@ from crawler.fetch import result as R
 from crawler.fetch.dns import DnsError, Resolver
 from crawler.fetch.fetcher import Fetcher
 
-DNSMASQ = shutil.which("dnsmasq") or ("/usr/sbin/dnsmasq" if Path("/usr/sbin/dnsmasq").exists() else None)
+from tests.integration.servers import Dnsmasq, find_binary, free_udp_port
+
+DNSMASQ = find_binary("dnsmasq")
 LOCAL_TTL_S = 1                   # TTL dnsmasq gives its configured answers
-START_TIMEOUT_S = 5.0
 POLL_S = 0.02
 SETTLE_S = 0.15                   # time for a query that should not happen to reach the log
 
 pytestmark = pytest.mark.skipif(DNSMASQ is None, reason="dnsmasq binary not installed")
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Dnsmasq:
-    """A dnsmasq child process answering *.test from its command line, logging every query."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_udp_port()
-        self.log_path = tmp / "dnsmasq.log"
-        self.proc: subprocess.Popen | None = None
-        self.args = [
-            DNSMASQ, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1", "--bind-interfaces",
-            "--no-resolv", "--no-hosts", "--conf-file=/dev/null", f"--pid-file={tmp / 'dnsmasq.pid'}",
-            "--user=root", "--group=root", "--log-queries", "--log-facility=-", "--cache-size=0",
-            f"--local-ttl={LOCAL_TTL_S}", "--local=/test/", "--address=/web.test/127.0.0.1",
-            "--host-record=a.test,127.0.0.5", "--host-record=pub.test,93.184.216.34",
-            "--host-record=mixed.test,10.0.0.7", "--host-record=mixed.test,93.184.216.35",
-            "--host-record=six.test,2001:db8::6",
-        ]
-
-    def start(self) -> None:
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while b"started" not in self.log_path.read_bytes():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.skip(f"dnsmasq did not start: {self.log_path.read_text(errors='replace')[-500:]}")
-            time.sleep(POLL_S)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.log.close()
-
-    def queries(self, name: str) -> int:
-        """How many queries for `name` dnsmasq has logged."""
-        text = self.log_path.read_text(errors="replace")
-        return sum(1 for line in text.splitlines() if "query[" in line and f"] {name} from" in line)
-
-    async def wait_queries(self, name: str, count: int) -> int:
-        deadline = time.monotonic() + 2.0
-        while self.queries(name) < count and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_S)
-        await asyncio.sleep(SETTLE_S)
-        return self.queries(name)
+async def wait_queries(server: Dnsmasq, name: str, count: int) -> int:
+    deadline = time.monotonic() + 2.0
+    while server.queries(name) < count and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
+    await asyncio.sleep(SETTLE_S)
+    return server.queries(name)
 
 
 @pytest.fixture
 def dnsmasq(tmp_path):
-    server = Dnsmasq(tmp_path)
+    server = Dnsmasq(tmp_path, [
+        "--address=/web.test/127.0.0.1", "--host-record=a.test,127.0.0.5", "--host-record=pub.test,93.184.216.34",
+        "--host-record=mixed.test,10.0.0.7", "--host-record=mixed.test,93.184.216.35",
+        "--host-record=six.test,2001:db8::6"], ttl_s=LOCAL_TTL_S)
     server.start()
     try:
         yield server
@@ -113,7 +66,7 @@ async def test_answers_are_cached(dnsmasq, make_resolver):
     assert await resolver.resolve_host("a.test") == ["127.0.0.5"]
     assert await resolver.resolve_host("A.Test") == ["127.0.0.5"]
     assert await resolver.resolve_host("host.web.test") == ["127.0.0.1"]
-    assert await dnsmasq.wait_queries("a.test", 1) == 1
+    assert await wait_queries(dnsmasq, "a.test", 1) == 1
     lookups = resolver.stats()["lookups"]
     assert (lookups["miss"], lookups["hit"]) == (2, 1)
     assert resolver.stats()["latency_count"] == 2
@@ -125,7 +78,7 @@ async def test_nxdomain_is_negatively_cached(dnsmasq, make_resolver):
         with pytest.raises(DnsError) as err:
             await resolver.resolve_host("nope.test")
         assert err.value.reason == R.DNS_NXDOMAIN
-    assert await dnsmasq.wait_queries("nope.test", 1) == 1
+    assert await wait_queries(dnsmasq, "nope.test", 1) == 1
     stats = resolver.stats()
     assert stats["lookups"]["negative_hit"] == 2 and stats["failures"][R.DNS_NXDOMAIN] == 1
 
@@ -134,10 +87,10 @@ async def test_ttl_is_respected(dnsmasq, make_resolver):
     resolver = make_resolver()
     await resolver.resolve_host("a.test")
     await resolver.resolve_host("a.test")
-    assert await dnsmasq.wait_queries("a.test", 1) == 1
+    assert await wait_queries(dnsmasq, "a.test", 1) == 1
     await asyncio.sleep(LOCAL_TTL_S + 0.1)                 # the answer's TTL has run out
     await resolver.resolve_host("a.test")
-    assert await dnsmasq.wait_queries("a.test", 2) == 2
+    assert await wait_queries(dnsmasq, "a.test", 2) == 2
 
 
 async def test_min_ttl_clamps_short_answers(dnsmasq, make_resolver):
@@ -145,7 +98,7 @@ async def test_min_ttl_clamps_short_answers(dnsmasq, make_resolver):
     await resolver.resolve_host("a.test")
     await asyncio.sleep(LOCAL_TTL_S + 0.1)
     await resolver.resolve_host("a.test")
-    assert await dnsmasq.wait_queries("a.test", 1) == 1
+    assert await wait_queries(dnsmasq, "a.test", 1) == 1
 
 
 async def test_max_ttl_clamps_long_answers(dnsmasq, make_resolver):
@@ -161,7 +114,7 @@ async def test_concurrent_lookups_are_coalesced(dnsmasq, make_resolver):
     resolver = make_resolver()
     answers = await asyncio.gather(*(resolver.resolve_host("c.web.test") for _ in range(20)))
     assert all(a == ["127.0.0.1"] for a in answers)
-    assert await dnsmasq.wait_queries("c.web.test", 1) == 1
+    assert await wait_queries(dnsmasq, "c.web.test", 1) == 1
     assert resolver.stats()["lookups"]["coalesced"] == 19
 
 

@@ -1,0 +1,170 @@
+"""`crawler cluster -c FILE`: run every node of the file that lives on this machine.
+
+Each node is its own child process (`crawler run -c FILE --node ID`), so a
+node's crash is its own and each gets a core. The supervisor forwards
+SIGTERM/SIGINT to the children, prints one combined progress line read from
+the nodes' /metrics endpoints, and when every child has exited prints each
+node's summary line and, last, one cluster summary line with the totals.
+It exits non-zero if any node failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from crawler.config import Config, load
+
+PAGES_METRIC = "crawler_pages_total"
+
+
+def is_local_address(host: str) -> bool:
+    """True when this machine can bind `host` (loopback or one of its own addresses)."""
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.bind((addr[0], 0))
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@dataclass
+class Child:
+    node_id: int
+    proc: asyncio.subprocess.Process
+    metrics_url: str | None
+    stdout: list[str] = field(default_factory=list)
+    pages: int = 0
+
+
+def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
+    """The cluster's totals; hit rates are recomputed from summed hits and lookups."""
+    total = {"nodes": len(summaries), "pages": 0, "fetches": 0, "bytes": 0, "errors": 0,
+             "robots_denied": 0, "worker_errors": 0, "peer_bytes_sent": 0, "urls_received": 0}
+    lookups: dict[str, list[int]] = {}
+    for s in summaries:
+        for key in total:
+            if key != "nodes":
+                total[key] += s.get(key, 0)
+        for name, (hits, misses) in s.get("cache_lookups", {}).items():
+            acc = lookups.setdefault(name, [0, 0])
+            acc[0] += hits
+            acc[1] += misses
+    total["cache_hit_rates"] = {name: round(h / (h + m), 4) if h + m else None for name, (h, m) in lookups.items()}
+    total["wall_s"] = round(wall_s, 3)
+    total["pages_per_s"] = round(total["pages"] / wall_s, 2) if wall_s > 0 else 0.0
+    total["stop"] = sorted({s.get("stop", "") for s in summaries})
+    return total
+
+
+async def _scrape_pages(session: aiohttp.ClientSession, url: str) -> int | None:
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as resp:
+            text = await resp.text()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(PAGES_METRIC) and 'kind="page"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
+
+async def run_cluster(config_path: str, *, progress_interval_s: float | None = None,
+                      extra_env: dict[str, str] | None = None, out=sys.stdout) -> int:
+    config: Config = load(config_path)
+    local = [n for n in config.cluster.nodes if is_local_address(n.host)]
+    if not local:
+        print(f"crawler cluster: no node of {config_path} lives on this machine "
+              f"(hosts: {sorted({n.host for n in config.cluster.nodes})})", file=sys.stderr)
+        return 2
+    interval = config.metrics.progress_interval_s if progress_interval_s is None else progress_interval_s
+    env = dict(os.environ, **(extra_env or {}))
+    package_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    children: list[Child] = []
+    for n in local:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "crawler", "run", "-c", str(config_path), "--node", str(n.id),
+            "--progress-interval", "0", stdout=asyncio.subprocess.PIPE, env=env)
+        url = (f"http://{config.metrics.bind}:{n.metrics_port}/metrics"
+               if config.metrics.enabled and n.metrics_port else None)
+        children.append(Child(n.id, proc, url))
+    print(f"cluster: started {len(children)} node(s): " +
+          ", ".join(f"{c.node_id} (pid {c.proc.pid})" for c in children), file=sys.stderr, flush=True)
+
+    loop = asyncio.get_running_loop()
+
+    def forward(sig: signal.Signals) -> None:
+        for c in children:
+            if c.proc.returncode is None:
+                c.proc.send_signal(sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, forward, sig)
+
+    async def collect(child: Child) -> None:
+        assert child.proc.stdout is not None
+        async for raw in child.proc.stdout:
+            child.stdout.append(raw.decode(errors="replace").rstrip("\n"))
+        await child.proc.wait()
+
+    async def progress() -> None:
+        async with aiohttp.ClientSession() as session:
+            while True:
+                await asyncio.sleep(interval)
+                for c in children:
+                    if c.metrics_url and c.proc.returncode is None:
+                        pages = await _scrape_pages(session, c.metrics_url)
+                        if pages is not None:
+                            c.pages = pages
+                elapsed = time.monotonic() - started
+                total = sum(c.pages for c in children)
+                running = sum(c.proc.returncode is None for c in children)
+                per_node = " ".join(f"{c.node_id}:{c.pages}" for c in children)
+                print(f"cluster: {total} pages ({total / elapsed:.1f}/s), {running}/{len(children)} nodes running "
+                      f"[{per_node}]", file=sys.stderr, flush=True)
+
+    reporter = asyncio.create_task(progress()) if interval else None
+    try:
+        await asyncio.gather(*(collect(c) for c in children))
+    finally:
+        if reporter is not None:
+            reporter.cancel()
+            await asyncio.gather(reporter, return_exceptions=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+    summaries, failed = [], []
+    for c in children:
+        summary = None
+        if c.stdout:
+            try:
+                summary = json.loads(c.stdout[-1])
+            except json.JSONDecodeError:
+                summary = None
+        if c.proc.returncode != 0 or summary is None:
+            failed.append(c.node_id)
+        if summary is not None:
+            summaries.append(summary)
+            print(json.dumps(summary, sort_keys=True), file=out)
+    cluster = merge_summaries(summaries, time.monotonic() - started)
+    cluster["failed_nodes"] = failed
+    print(json.dumps(cluster, sort_keys=True), file=out, flush=True)
+    return 1 if failed else 0

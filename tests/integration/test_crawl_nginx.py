@@ -1,0 +1,64 @@
+"""One node crawls a web served by a real nginx, names resolved by aiodns through a real dnsmasq.
+
+The web is the test web's static export (name-based virtual hosts); nginx
+and dnsmasq run on loopback ports and are stopped by their PIDs. The checks
+are the same as against the project's own server, from nginx's access log.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.testweb import CrawlRules, WebParams, build_web, expected_crawl
+from crawler.testweb.audit import compare, overlaps, read_access_log
+from crawler.testweb.static import export_static, nginx_command, nginx_conf
+from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
+from tests.integration.servers import Dnsmasq, Nginx, free_tcp_port, require_binary
+
+pytestmark = pytest.mark.slow
+
+
+def test_crawl_nginx_through_dnsmasq(tmp_path):
+    nginx_bin = require_binary("nginx", "nginx")
+    port = free_tcp_port()
+    web = build_web(WebParams(hosts=100, pages=5000, seed=11, private_links=False))
+    root = tmp_path / "root"
+    export_static(web, root, port)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    access, error = logs / "access.log.jsonl", logs / "error.log"
+    conf = root / "nginx.conf"
+    conf.write_text(nginx_conf(root, port, access, error, logs / "nginx.pid"))
+    manifest = expected_crawl(web, port, CrawlRules(private_guard=False), static=True)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join(manifest.seeds) + "\n")
+
+    with Dnsmasq(tmp_path, ["--address=/web.test/127.0.0.1"]) as dns, \
+            Nginx(nginx_command(conf, root, error, nginx=nginx_bin), port):
+        config = write_config(tmp_path / "crawl.yaml", {
+            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp_path / "data" / "node-{node}")},
+            "workers": 64,
+            # Names come from dnsmasq (no overrides), so the loopback answers must be allowed.
+            "fetch": {"allow_private_networks": True, "read_timeout_s": 5,
+                      "dns": {"nameservers": [dns.nameserver], "timeout_s": 1, "tries": 2}},
+            "metrics": {"progress_interval_s": 0},
+        })
+        code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)
+        assert code == 0, err[-3000:]
+        queried = dns.query_lines()
+    summary = last_json(out)
+    requests = read_access_log(access)
+    result = compare(requests, manifest)
+    assert result.ok, (sorted(result.missing)[:5], sorted(result.unexpected)[:5], list(result.duplicates)[:5],
+                       sorted(result.forbidden)[:5])
+    assert overlaps(requests) == []
+    log = crawl_log(tmp_path / "data" / "node-0" / "crawl.log.jsonl")
+    problems = politeness_shortfalls(requests, manifest, log, delay_factor=10, resolution_s=0.002)
+    assert problems == [], problems[:10]
+    assert summary["fetches"] == len(manifest.fetched) and summary["worker_errors"] == 0
+    # Every host name went through dnsmasq, and the resolver's cache kept it to about one query per name.
+    names = {line.split("] ", 1)[1].split(" from")[0] for line in queried}
+    hosts = {r.host for r in requests}
+    assert hosts <= names
+    assert len(queried) <= 3 * len(names)
