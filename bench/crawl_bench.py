@@ -13,7 +13,11 @@ but not the other) and is measured by this process's CPU time (threads
 included), divided by the pages fetched. Prints per-round figures, medians,
 and the ratio node / minimal; the last line is JSON.
 
-    python bench/crawl_bench.py [--pages 4000] [--hosts 100] [--web-pages 20000] [--rounds 3] [--workers 64]
+    python bench/crawl_bench.py [--web-pages 5000] [--hosts 100] [--rounds 3] [--workers 64] [--pages CAP]
+
+Without a cap both crawls fetch the whole web, i.e. the same pages: with a
+cap an unconstrained BFS reaches the link-heavy hub pages first and the two
+would do different work per page.
 """
 
 from __future__ import annotations
@@ -49,40 +53,60 @@ def seeds_of(info: dict) -> list[str]:
 
 
 async def minimal_crawl(seeds: list[str], port: int, max_pages: int, workers: int) -> int:
-    """The floor: fetch, extract <a href>, join, dedupe with a set. No robots, no politeness."""
+    """The floor: fetch, extract links, join, dedupe with a set. No robots, no politeness.
+
+    Ends like the 500-lines crawler: `queue.join()`, then the workers are cancelled.
+    """
     seen = set(seeds)
     queue: asyncio.Queue[str] = asyncio.Queue()
     for s in seeds:
         queue.put_nowait(s)
     fetched = 0
+    done = asyncio.Event()
     connector = aiohttp.TCPConnector(limit=0, resolver=_LoopbackResolver())
 
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def worker() -> None:
+        async def visit(url: str) -> None:
             nonlocal fetched
-            while fetched < max_pages:
-                try:
-                    url = await asyncio.wait_for(queue.get(), 2.0)
-                except asyncio.TimeoutError:
-                    return
-                try:
-                    async with session.get(url, allow_redirects=False) as resp:
-                        body = await resp.read()
-                        ctype = resp.headers.get("Content-Type", "")
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                    continue
-                fetched += 1
-                if "html" not in ctype:
-                    continue
-                for node in LexborHTMLParser(body).css("a[href]"):
-                    href = node.attributes.get("href") or ""
-                    link = urldefrag(urljoin(url, href))[0]
-                    if link.startswith("http") and link not in seen:
-                        seen.add(link)
-                        queue.put_nowait(link)
+            try:
+                async with session.get(url, allow_redirects=False) as resp:
+                    body = await resp.read()
+                    ctype = resp.headers.get("Content-Type", "")
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                return
+            fetched += 1
+            if max_pages and fetched >= max_pages:
+                done.set()
+            if "html" not in ctype:
+                return
+            for node in LexborHTMLParser(body).css(_LINKS):
+                attrs = node.attributes
+                href = attrs.get("href") or attrs.get("src") or ""
+                link = urldefrag(urljoin(url, href))[0]
+                if link.startswith("http") and link not in seen:
+                    seen.add(link)
+                    queue.put_nowait(link)
 
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        async def worker() -> None:
+            while True:
+                url = await queue.get()
+                try:
+                    await visit(url)
+                finally:
+                    queue.task_done()
+
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        joined = asyncio.create_task(queue.join())
+        capped = asyncio.create_task(done.wait())
+        await asyncio.wait([joined, capped], return_when=asyncio.FIRST_COMPLETED)
+        for t in (*tasks, joined, capped):
+            t.cancel()
+        await asyncio.gather(*tasks, joined, capped, return_exceptions=True)
     return fetched
+
+
+# The same link sources as the node's default (a, area, link, img, frame, iframe, embed, source, form).
+_LINKS = "a[href],area[href],link[href],img[src],frame[src],iframe[src],embed[src],source[src]"
 
 
 class _LoopbackResolver(aiohttp.abc.AbstractResolver):
@@ -122,9 +146,10 @@ def run_once(kind: str, web_args: list[str], tmp: Path, args: argparse.Namespace
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--pages", type=int, default=4000, help="page cap of each crawl")
+    p.add_argument("--pages", type=int, default=0,
+                   help="page cap of each crawl; 0 (default) = the whole web, so both crawls fetch the same pages")
     p.add_argument("--hosts", type=int, default=100)
-    p.add_argument("--web-pages", type=int, default=20000)
+    p.add_argument("--web-pages", type=int, default=5000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=64)
     p.add_argument("--profile", metavar="FILE", help="cProfile one extra node crawl into FILE")

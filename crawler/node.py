@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 
 from crawler.cache import cache_from_config
 from crawler.config import Config, ConfigError, cluster_secret, node_config
@@ -55,6 +55,10 @@ def build_cache(config: CacheConfig, where: str):
         return cache_from_config(config)
     except (ValueError, OSError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+# Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
+FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 def status_class(status: int) -> str:
@@ -92,6 +96,8 @@ class Node:
         self._stop_reason = ""
         self._limited = False          # a limit stopped our fetching; we still serve the cluster
         self._cluster_done = asyncio.Event()
+        self.finished = asyncio.Event()     # the crawl is over; /metrics may still be served (linger)
+        self._interrupted = asyncio.Event()
         self.urls_received = 0
         self._retries: dict[str, int] = {}
         self._content_seen: set[int] = set()
@@ -117,6 +123,9 @@ class Node:
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.registry = CollectorRegistry()
         self.registry.register(NodeCollector(self.metrics_snapshot))
+        self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
+                                       buckets=FETCH_BUCKETS_S, registry=self.registry)
+        self._observe = {kind: self.fetch_seconds.labels(kind).observe for kind in ("page", "robots")}
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
         self.fetcher: Fetcher | None = None
@@ -266,6 +275,7 @@ class Node:
     def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None) -> None:
         """Count one fetch, write its crawl-log line and WARC records."""
         c = self.counters
+        self._observe[kind](result.duration_s)
         if kind == "robots":
             c.robots_fetches += 1
         if result.status:
@@ -318,6 +328,8 @@ class Node:
         batches and answering the termination check until the cluster is done;
         on a signal or at the cluster's end it leaves at once.
         """
+        if reason in ("SIGTERM", "SIGINT"):
+            self._interrupted.set()
         if reason in ("max_pages", "max_duration") and self.n_nodes > 1:
             self._limited = True
         else:
@@ -361,6 +373,15 @@ class Node:
             if now >= next_progress:
                 next_progress = now + progress_every
                 self.progress()
+
+    async def _linger(self) -> None:
+        """Keep /metrics up after the crawl so a scraper sees the final values (metrics.linger_s)."""
+        linger_s = self.config.metrics.linger_s
+        if linger_s and self.metrics_server is not None and not self._interrupted.is_set():
+            try:
+                await asyncio.wait_for(self._interrupted.wait(), linger_s)
+            except asyncio.TimeoutError:
+                pass
 
     def progress(self) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
@@ -467,6 +488,8 @@ class Node:
                 background.append(asyncio.create_task(self.termination.run_coordinator(), name="termination"))
             await asyncio.gather(*workers)
             await self._cluster_done.wait()
+            self.finished.set()
+            await self._linger()
         finally:
             for task in background:
                 task.cancel()
@@ -534,8 +557,16 @@ class Node:
             lookups[(name, "hit")] = hits
             lookups[(name, "miss")] = misses
         due = self.due.stats()
-        dns = self.resolver.stats().get("lookups", {}) if self.resolver is not None else {}
+        dns = self.resolver.stats() if self.resolver is not None else {}
+        splitter_urls = {(str(d), "local" if d == self.node_id else "cross"): n
+                         for d, n in self.splitter.by_destination.items()}
+        counts = self.peers.counts() if self.peers is not None else {"peers": {}, "rejected": {}}
+        peers = {p: dict(v, connected=int(self.peers.connected(p))) for p, v in counts["peers"].items()}
         return {
+            "dns_failures": dns.get("failures", {}), "dns_queries": dns.get("latency_count", 0),
+            "dns_seconds": dns.get("latency_s_sum", 0.0),
+            "splitter_urls": splitter_urls, "splitter_batches": self.splitter.batches_sent,
+            "peers": peers, "peer_rejected": counts["rejected"], "due": due,
             "pages": c.pages, "bytes": c.bytes, "errors": c.errors,
             "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
@@ -544,5 +575,5 @@ class Node:
             "cache_capacity": {"splitter": self.splitter_cache.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
-            "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns,
+            "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns.get("lookups", {}),
         }

@@ -226,6 +226,8 @@ class MetricsConfig:
     bind: str = _f("127.0.0.1", "Address the /metrics endpoint listens on.")
     enabled: bool = _f(True, "Serve /metrics.")
     progress_interval_s: float = _f(5.0, "Progress line to stderr every this often; 0 = none.", "s", min=0)
+    linger_s: float = _f(0.0, "Keep serving /metrics this long after the crawl ends, so a scraper sees the final "
+                              "values (a signal ends it early).", "s", min=0)
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 Snapshot = Callable[[], dict]
@@ -61,3 +61,37 @@ class NodeCollector(Collector):
         yield _gauge("crawler_frontier_active_hosts", "Hosts with a back queue.", s["frontier_active_hosts"])
         yield _gauge("crawler_frontier_busy_hosts", "Hosts with a request in flight.", s["frontier_busy_hosts"])
         yield _counter("crawler_dns_lookups", "DNS lookups, by result.", ["result"], s["dns_lookups"])
+        yield _counter("crawler_dns_failures", "DNS lookups that failed, by reason.", ["reason"], s["dns_failures"])
+        yield SummaryMetricFamily("crawler_dns_query_seconds", "Time spent in DNS queries that reached a server.",
+                                  count_value=s["dns_queries"], sum_value=s["dns_seconds"])
+        yield _counter("crawler_splitter_urls", "URLs entering the host splitter, by destination node and kind.",
+                       ["destination", "kind"], s["splitter_urls"])
+        yield _counter("crawler_splitter_batches_sent", "Batches the splitter handed to the peer transport.",
+                       [], {(): s["splitter_batches"]})
+        peers = s["peers"]
+        for key, doc in (("batches_sent", "Peer batches accepted for sending (first transmissions), per peer."),
+                         ("urls_sent", "URLs in peer batches sent, per peer."),
+                         ("bytes_sent", "Bytes of peer batches sent, per peer."),
+                         ("batches_received", "Peer batches received and processed, per peer (duplicates excluded)."),
+                         ("urls_received", "URLs in peer batches received, per peer."),
+                         ("bytes_received", "Bytes of peer batches received, per peer."),
+                         ("batches_resent", "Peer batches sent again after a reconnect, per peer."),
+                         ("batches_duplicate", "Peer batches received again and dropped, per peer.")):
+            yield _counter(f"crawler_peer_{key}", doc, ["peer"], {str(p): v[key] for p, v in peers.items()})
+        yield _gauge("crawler_peer_spooled_batches", "Batches for a peer waiting in its spool on disk.", 0, ["peer"],
+                     {str(p): v["spooled"] for p, v in peers.items()})
+        yield _gauge("crawler_peer_connected", "1 when the outgoing link to the peer is up.", 0, ["peer"],
+                     {str(p): v["connected"] for p, v in peers.items()})
+        yield _counter("crawler_peer_rejected_connections", "Incoming peer connections closed, by reason.",
+                       ["reason"], s["peer_rejected"])
+        due = s["due"]
+        yield _gauge("crawler_due_buffer_urls", "URLs in the DUE's buffer waiting for a merge.", due.get("buffer", 0))
+        yield _gauge("crawler_due_disk_fingerprints", "Fingerprints in the DUE's on-disk set.",
+                     due.get("disk_fingerprints", due.get("seen", 0)))
+        yield _gauge("crawler_due_disk_bytes", "Bytes of the DUE's on-disk set.", due.get("disk_bytes", 0))
+        yield _counter("crawler_due_merges", "Merges of the DUE buffer with the disk set.", [],
+                       {(): due.get("merges", 0)})
+        yield _counter("crawler_due_merge_seconds", "Time spent merging the DUE buffer.", [],
+                       {(): due.get("merge_seconds", 0.0)})
+        yield _counter("crawler_due_duplicates_emitted", "URLs emitted twice after a crash (bounded by one buffer).",
+                       [], {(): due.get("duplicates_emitted", 0)})

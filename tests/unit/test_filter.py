@@ -39,3 +39,23 @@ def test_host_budget():
     assert [b.admit("a"), b.admit("a"), b.admit("a"), b.admit("b")] == [True, True, False, True]
     assert b.refused == 1
     assert all(HostBudget(0).admit("a") for _ in range(10))
+
+
+def test_repeats_on_a_page_are_kept_and_each_counted():
+    f = URLFilter(FilterConfig(max_path_depth=2))
+    urls = ["http://a.test/x", "http://a.test/1/2/3", "http://a.test/x", "http://a.test/1/2/3"]
+    assert f.filter(urls) == ["http://a.test/x", "http://a.test/x"]
+    assert f.rejected == {"depth": 2}
+
+
+def test_repeated_segment_prefilter_agrees_with_plain_count():
+    import random
+    from collections import Counter
+    rng = random.Random(3)
+    f = URLFilter(FilterConfig(max_path_depth=64, max_repeated_segments=3))
+    for _ in range(3000):
+        segs = [rng.choice("abcde") for _ in range(rng.randint(0, 12))]
+        path = "/" + "/".join(segs) + rng.choice(["", "/"])
+        counts = Counter(s for s in path.split("/") if s)
+        expected = "repeated_segment" if counts and max(counts.values()) > 3 else None
+        assert f.check("http://a.test" + path) == expected, path

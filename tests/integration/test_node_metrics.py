@@ -1,0 +1,61 @@
+"""A node's /metrics endpoint, scraped for real over HTTP, agrees with its own summary."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from crawler.config import from_dict
+from crawler.node import Node
+from crawler.testweb import TestWebServer, WebParams, build_web
+
+
+def samples(text: str) -> dict:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def total(values: dict, name: str, **labels) -> float:
+    want = set(labels.items())
+    return sum(v for (n, lab), v in values.items() if n == name and want <= set(lab))
+
+
+async def test_metrics_endpoint_matches_summary(tmp_path):
+    web = build_web(WebParams(hosts=8, pages=150, seed=5, bad_host=False, slow_host=False, trap=False))
+    async with TestWebServer(web, tmp_path / "access.log.jsonl") as server:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("".join(f"http://{h.name}:{server.port}/\n" for h in web.hosts[:3]))
+        config = from_dict({
+            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp_path / "node-{node}")},
+            "workers": 8, "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            "metrics": {"progress_interval_s": 0, "linger_s": 30},
+        })
+        node = Node(config, 0)
+        run = asyncio.create_task(node.run())
+        await asyncio.wait_for(node.finished.wait(), 60)
+        url = f"http://127.0.0.1:{node.metrics_server.port}/metrics"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as resp:
+                assert resp.status == 200
+                assert resp.headers["Content-Type"].startswith("text/plain")
+                values = samples(await resp.text())
+            async with session.get(f"http://127.0.0.1:{node.metrics_server.port}/healthz") as resp:
+                assert resp.status == 200
+        node.stop("SIGTERM")                      # ends the linger early
+        summary = await asyncio.wait_for(run, 10)
+    assert summary["pages"] > 50
+    assert total(values, "crawler_pages_total", kind="page") == summary["pages"]
+    assert total(values, "crawler_bytes_total") == summary["bytes"]
+    assert total(values, "crawler_fetch_duration_seconds_count") == summary["fetches"] + summary["robots_fetches"]
+    hits = total(values, "crawler_cache_lookups_total", cache="due", result="hit")
+    lookups = total(values, "crawler_cache_lookups_total", cache="due")
+    assert round(hits / lookups, 4) == summary["cache_hit_rates"]["due"]
+    assert total(values, "crawler_links_extracted_total") == summary["links"]
+    assert total(values, "crawler_frontier_urls") == 0
+    assert total(values, "crawler_splitter_urls_total", destination="0", kind="local") > 0
