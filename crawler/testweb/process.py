@@ -38,11 +38,13 @@ class TestWebProcess:
     __test__ = False  # not a pytest test class despite the name
 
     def __init__(self, out_dir: str | Path, args: list[str] | tuple[str, ...] = (), *,
-                 python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+                 python: str = sys.executable, ready_timeout_s: float = READY_TIMEOUT_S,
+                 command_prefix: list[str] | tuple[str, ...] = ()) -> None:
         self.out_dir = Path(out_dir)
         self.args = list(args)
         self.python = python
         self.ready_timeout_s = ready_timeout_s
+        self.command_prefix = list(command_prefix)   # e.g. ["ip", "netns", "exec", NS] to serve inside a namespace
         self.proc: subprocess.Popen | None = None
         self.info: dict = {}
 
@@ -54,7 +56,7 @@ class TestWebProcess:
         stderr = open(self.out_dir / "testweb.stderr.log", "ab")
         try:
             self.proc = subprocess.Popen(
-                [self.python, "-m", "crawler.testweb", "--out", str(self.out_dir), *self.args],
+                [*self.command_prefix, self.python, "-m", "crawler.testweb", "--out", str(self.out_dir), *self.args],
                 stdout=subprocess.PIPE, stderr=stderr, env=env)
         finally:
             stderr.close()
