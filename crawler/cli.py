@@ -31,7 +31,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = load(args.config)
     if args.progress_interval is not None:
         config.metrics.progress_interval_s = args.progress_interval
-    node = Node(config, args.node, source=args.config)
+    node = Node(config, args.node, source=args.config, fresh=args.fresh)
     summary = run_async(node.run(handle_signals=True))
     print(json.dumps(summary, sort_keys=True), flush=True)
     return 0 if summary["worker_errors"] == 0 else 1
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--node", type=int, default=0, help="which node of the file this process is (default 0)")
     run.add_argument("--progress-interval", type=float, default=None, metavar="S",
                      help="seconds between progress lines on stderr, 0 = none (overrides metrics.progress_interval_s)")
+    run.add_argument("--fresh", action="store_true",
+                     help="start over: remove the earlier crawl's DUE and peer spools in data_dir (WARC files and "
+                          "the crawl log are kept); without it a used data_dir is refused")
     run.set_defaults(func=_cmd_run)
 
     cluster = sub.add_parser("cluster", help="run every node of the file that lives on this machine")

@@ -55,7 +55,7 @@ class Child:
 def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
     """The cluster's totals; hit rates are recomputed from summed hits and lookups."""
     total = {"nodes": len(summaries), "pages": 0, "fetches": 0, "bytes": 0, "errors": 0,
-             "robots_denied": 0, "worker_errors": 0, "peer_bytes_sent": 0, "urls_received": 0}
+             "robots_denied": 0, "worker_errors": 0, "peer_bytes_sent": 0, "urls_received": 0, "cpu_s": 0.0}
     lookups: dict[str, list[int]] = {}
     for s in summaries:
         for key in total:
@@ -66,6 +66,7 @@ def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
             acc[0] += hits
             acc[1] += misses
     total["cache_hit_rates"] = {name: round(h / (h + m), 4) if h + m else None for name, (h, m) in lookups.items()}
+    total["cpu_s"] = round(total["cpu_s"], 3)
     total["wall_s"] = round(wall_s, 3)
     total["pages_per_s"] = round(total["pages"] / wall_s, 2) if wall_s > 0 else 0.0
     total["stop"] = sorted({s.get("stop", "") for s in summaries})

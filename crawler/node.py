@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import shutil
 import signal
 import sys
 import time
@@ -31,7 +32,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from crawler.cache import cache_from_config
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
-from crawler.due import MemoryDUE
+from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier
@@ -83,7 +84,7 @@ class Counters:
 class Node:
     """A crawling process: `await Node(config, node_id).run()` returns the summary dict."""
 
-    def __init__(self, config: Config, node_id: int = 0, *, source: str = "<config>") -> None:
+    def __init__(self, config: Config, node_id: int = 0, *, source: str = "<config>", fresh: bool = False) -> None:
         self.config = config
         self.me: NodeConfig = node_config(config, node_id, source)
         self.node_id = node_id
@@ -102,6 +103,7 @@ class Node:
         self._retries: dict[str, int] = {}
         self._content_seen: set[int] = set()
         self._started = 0.0
+        self._cpu0 = 0.0
 
         c = config
         pol = c.politeness
@@ -112,7 +114,8 @@ class Node:
 
         self.filter = URLFilter(c.filter)
         self.budget = HostBudget(c.filter.max_pages_per_host)
-        self.due = MemoryDUE()
+        self._check_state(fresh)
+        self.due = DiskDUE(self.data_dir / "due", c.due, cache=build_cache(c.due.cache, "due.cache"))
         self.partitioner = Partitioner(self.n_nodes, c.cluster.partition)
         self.splitter_cache = build_cache(c.splitter.cache, "splitter.cache")
         self.splitter = HostSplitter(c.splitter, node_id, self.partitioner, self.splitter_cache, self._send_batch)
@@ -132,6 +135,24 @@ class Node:
         self.robots: RobotsCache | None = None
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
+
+    # State a later run must not silently reuse: with it the DUE would call every URL
+    # seen, while the frontier that held them is gone (it is not yet durable).
+    STATE_DIRS = ("due", "peers")
+
+    def _check_state(self, fresh: bool) -> None:
+        found = [d for d in self.STATE_DIRS if (self.data_dir / d).exists() and any((self.data_dir / d).iterdir())]
+        if not found:
+            return
+        if not fresh:
+            raise ConfigError(
+                f"{self.source}: crawl.data_dir: {self.data_dir} holds the state of an earlier crawl "
+                f"({', '.join(found)}); resuming it is not supported yet (the frontier is not durable). "
+                f"Run with --fresh to start over (WARC files and the crawl log are kept), or use another data_dir.")
+        for d in found:
+            shutil.rmtree(self.data_dir / d)
+        log.warning("node %d: --fresh: removed the earlier crawl's %s under %s", self.node_id, ", ".join(found),
+                    self.data_dir)
 
     # --- the pipeline ---------------------------------------------------------------
     def delay_for(self, duration_s: float, crawl_delay_s: float | None) -> float:
@@ -359,12 +380,16 @@ class Node:
         loop = asyncio.get_running_loop()
         progress_every = self.config.metrics.progress_interval_s
         next_progress = loop.time() + progress_every if progress_every else float("inf")
+        flush_every_s = self.config.due.flush_interval_s
+        last_flush = loop.time()
         while not self._cluster_done.is_set():
             await asyncio.sleep(0.02)
             now = loop.time()
             if max_s and now - self._t0 >= max_s:
                 self.stop("max_duration")
-            if self.frontier.queued < self.config.workers and self.due.pending:
+            if self.due.pending and (self._inflight == 0 and self.frontier.idle() or
+                                     self.frontier.queued < self.config.workers and now - last_flush >= flush_every_s):
+                last_flush = now
                 self.enqueue(self.due.flush())
             if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
                 await self.splitter.flush_all()
@@ -472,6 +497,7 @@ class Node:
         """Crawl until done; returns the summary."""
         loop = asyncio.get_running_loop()
         self._started = time.monotonic()
+        self._cpu0 = time.process_time()
         self._t0 = loop.time()
         await self.start()
         if handle_signals:
@@ -519,6 +545,8 @@ class Node:
             "filter_rejected": sum(self.filter.rejected.values()),
             "links": c.links_extracted,
             "new_urls": self.due.stats()["new"],
+            "due": {k: self.due.stats()[k] for k in ("merges", "merge_seconds", "disk_fingerprints", "disk_bytes",
+                                                     "duplicates_emitted")},
             "worker_errors": c.worker_errors,
             "cache_hit_rates": self.cache_hit_rates(),
             "cache_lookups": {name: list(hc) for name, hc in self.cache_counts().items()},
@@ -526,6 +554,7 @@ class Node:
             "urls_received": self.urls_received,
             "peer_bytes_sent": self._peer_total("bytes_sent"),
             "duration_s": round(duration, 3),
+            "cpu_s": round(time.process_time() - self._cpu0, 3),
             "pages_per_s": round(pages / duration, 2) if duration > 0 else 0.0,
         }
 
@@ -542,10 +571,10 @@ class Node:
         return sum(p[key] for p in self.peers.counts()["peers"].values())
 
     def cache_counts(self) -> dict[str, tuple[int, int]]:
-        """(hits, misses) per URL cache; the DUE's exact seen-set counts as its cache here."""
+        """(hits, misses) per URL cache: the DUE's front cache and the splitter's."""
         s = self.due.stats()
         sc = self.splitter_cache
-        counts = {"due": (s["checks"] - s["new"], s["new"])}
+        counts = {"due": (s["cache_hits"], s["cache_misses"])}
         if sc.hits + sc.misses:
             counts["splitter"] = (sc.hits, sc.misses)
         return counts
@@ -571,8 +600,8 @@ class Node:
             "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
             "worker_errors": c.worker_errors, "cache_lookups": lookups,
-            "cache_entries": {"due": due["seen"], "splitter": self.splitter_cache.size},
-            "cache_capacity": {"splitter": self.splitter_cache.capacity},
+            "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size},
+            "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
             "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns.get("lookups", {}),

@@ -205,6 +205,8 @@ def _due_cache() -> CacheConfig:
 class DueConfig:
     cache: CacheConfig = field(default_factory=_due_cache, metadata=doc("The DUE's front cache."))
     buffer_size: int = _f(1_000_000, "URLs held before a merge with the disk set.", "urls", min=1)
+    flush_interval_s: float = _f(0.5, "Least time between early merges asked for because the frontier runs low "
+                                      "(an idle node merges at once).", "s", min=0)
 
 
 # --- output -----------------------------------------------------------------------

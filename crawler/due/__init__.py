@@ -12,12 +12,14 @@ Local URLs from the host splitter and URLs that peers send us both enter here
 - ``pending``: URLs accepted but not yet decided.
 - ``stats()``, ``close()``.
 
-`MemoryDUE` is the in-memory stand-in: exact, immediate, RAM grows with the
-number of URLs seen. The disk-backed DUE with a front cache, a journaled
-buffer and bucketed sorted merges replaces it behind the same interface.
+`DiskDUE` is the one the node runs (docs/due.md): a front cache, a journaled
+buffer, and sorted merges with a bucketed on-disk set, so RAM is bounded by
+cache + buffer. `MemoryDUE` is exact, immediate and grows with the number of
+URLs seen: the reference model the tests compare against.
 """
 
 from crawler.due.base import DUE
+from crawler.due.disk import DiskDUE
 from crawler.due.memory import MemoryDUE
 
-__all__ = ["DUE", "MemoryDUE"]
+__all__ = ["DUE", "DiskDUE", "MemoryDUE"]

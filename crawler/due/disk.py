@@ -1,0 +1,560 @@
+"""The disk-backed DUE: front cache, journaled buffer, bucketed sorted merges.
+
+Data flow of one `submit(fps, urls)` (hot path, a page's links at a time):
+
+1. Front cache (`due.cache`, any `crawler.cache` policy), one batch call: a
+   hit is a known duplicate and is dropped; a miss is inserted.
+2. The misses are appended to the journal (one record, one `write`), then
+   to the in-memory buffer: a uint64 array of fingerprints and a list of the
+   caller's URL strings (no copies). Repeats inside the buffer are caught at
+   the merge, which sorts it anyway.
+3. When the buffer holds `due.buffer_size` URLs (half of it when merges run
+   in the background, so the two halves never exceed the buffer), or when
+   the node calls `flush()` because the frontier runs low, the buffer is
+   merged (Mercator): sorted, deduplicated, and checked against the sorted
+   on-disk set bucket by bucket in one sequential pass (`diskset`). The
+   fingerprints not on disk are new; their URLs are returned to the caller
+   in the order they arrived.
+
+RAM is the cache plus the buffer (8 bytes per fingerprint plus the URL
+strings it keeps alive, about 130 bytes each for 80-character URLs), plus one
+bucket window during a merge; never the number of URLs seen.
+
+Crash safety (`restore`, run by the constructor). A merge
+
+    fsyncs its journal segments -> writes new bucket files (fsynced) ->
+    writes the positions of its new URLs -> commits MANIFEST.json (atomic) ->
+    deletes replaced bucket files -> returns the new URLs -> at the next call
+    into the DUE (the caller has them now) deletes its journal segments.
+
+A crash before the commit leaves the old set and the whole journal: the
+merge is redone from scratch. A crash after it, before the journal segments
+are deleted, makes recovery hand out that merge's new URLs again: possibly
+twice, at most one buffer of them, counted in `duplicates_emitted`. Accepted
+URLs are never lost: a killed process's writes are in the page cache; power
+loss is bounded by `journal_fsync_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from crawler.cache import Cache, cache_from_config
+from crawler.due.base import DUE
+from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, BucketTable, DiskSet, fsync_dir
+from crawler.due.journal import Journal
+from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
+
+DEFAULT_BUCKETS = 64
+DEFAULT_DELTA_RATIO = 0.125
+DEFAULT_JOURNAL_FSYNC_S = 1.0
+POSITION_DTYPE = np.dtype("<i8")
+BUFFER_HEADROOM = 1024          # extra fingerprints allocated past the merge trigger
+_UINT64 = np.dtype(np.uint64)
+PICK_CHUNK = 1 << 16            # positions turned into Python ints at a time
+
+FaultHook = Callable[[str], None]
+
+
+@dataclass
+class _MergeJob:
+    """One merge: inputs taken from the buffer, outputs for the caller."""
+    merge: int
+    fps: np.ndarray
+    urls_in: list[str]
+    segments: list[int]
+    urls: list[str] = field(default_factory=list)
+    new: int = 0
+    repeats: int = 0
+    seconds: float = 0.0
+    error: BaseException | None = None
+    committed: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+class DiskDUE(DUE):
+    """Mercator's DUE with DRUM buckets; restartable on its directory."""
+
+    def __init__(self, directory: str | Path, config, *,
+                 buckets: int = DEFAULT_BUCKETS,
+                 delta_ratio: float = DEFAULT_DELTA_RATIO,
+                 background: bool = True,
+                 journal_fsync_s: float | None = DEFAULT_JOURNAL_FSYNC_S,
+                 window_entries: int = DEFAULT_WINDOW_ENTRIES,
+                 durable: bool = True,
+                 cache: Cache | None = None,
+                 fault_hook: FaultHook | None = None) -> None:
+        # Where and how big.
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.buffer_size = int(config.buffer_size)
+        if self.buffer_size < 1:
+            raise ValueError(f"due.buffer_size must be at least 1, got {self.buffer_size}")
+        self.background = background
+        # A background merge takes half the buffer while the other half fills.
+        self._trigger = max(1, self.buffer_size // 2) if background else self.buffer_size
+        self._journal_fsync_s = journal_fsync_s
+        self._delta_ratio = delta_ratio
+        self._window_entries = window_entries
+        self._requested_buckets = buckets
+        self._durable = durable
+        self._fault = fault_hook
+        # Parts.
+        self._cache = cache if cache is not None else cache_from_config(config.cache)
+        self._journal = Journal(self.directory / "journal", durable)
+        self._release_dir = self.directory / "release"
+        self._release_dir.mkdir(exist_ok=True)
+        self._set: DiskSet  # built by restore(), from the manifest's bucket count
+        # The buffer: fingerprints of accepted, undecided URLs, and their segments.
+        self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
+        self._n = 0
+        self._urls: list[str] = []
+        self._segments: list[int] = []
+        # Merges.
+        self._job: _MergeJob | None = None
+        self._last_merge = 0
+        self._merged_through = 0
+        self._ready: list[str] = []               # new URLs not yet returned
+        self._undelivered: list[Release] = []     # merges whose URLs are in _ready
+        self._delivered: list[Release] = []       # returned by the last call; released by the next
+        # Committed merges whose journal segments still exist (the manifest's
+        # `unreleased`); the merge thread adds, the caller's thread removes.
+        self._releases: dict[int, Release] = {}
+        self._lock = threading.Lock()
+        self._counters = Counters()
+        self._cache_base = (0, 0)                 # cache counters at the last restore
+        self._last_merge_s = 0.0
+        self._last_fsync = time.monotonic()
+        self._closed = False
+        self.restore()
+
+    # --- the DUE interface -------------------------------------------------------
+
+    def submit(self, fps: np.ndarray, urls: list[str]) -> list[str]:
+        """Offer a batch; returns the URLs now known to be new (hot path: once per page)."""
+        if self._delivered:
+            self._release_delivered()
+        if fps.__class__ is not np.ndarray or fps.dtype != _UINT64:
+            fps = np.asarray(fps, dtype=np.uint64)
+        n = len(fps)
+        if n != len(urls):
+            raise ValueError(f"submit got {n} fingerprints and {len(urls)} URLs")
+        if n:
+            hit = self._cache.check_and_add_many(fps)
+            miss = (~hit).nonzero()[0]             # not np.flatnonzero: 3x its cost on small arrays
+            m = len(miss)
+            if m:
+                if m != n:
+                    fps = fps[miss]
+                    urls = [urls[i] for i in miss.tolist()]
+                elif type(urls) is not list:
+                    urls = list(urls)
+                self._accept(fps, urls)
+            self._counters.checks += n
+        if self._job is not None or self._n >= self._trigger:
+            self._schedule()
+            if self._job is not None:
+                # Let a background merge take the GIL now: this loop seldom blocks,
+                # so without it the merge waits a switch interval (5 ms) per numpy call.
+                time.sleep(0)
+        if self._ready or self._undelivered:
+            return self._deliver()
+        return []
+
+    def flush(self) -> list[str]:
+        """Merge everything buffered now; returns the new URLs (also those of earlier merges)."""
+        if self._delivered:
+            self._release_delivered()
+        if self._job is not None:
+            self._collect()
+        if self._n:
+            self._run_now()
+        return self._deliver()
+
+    @property
+    def pending(self) -> int:
+        """URLs accepted but not yet returned (buffered, merging, or found new and waiting)."""
+        job = self._job
+        return self._n + (len(job.fps) if job is not None else 0) + len(self._ready)
+
+    def checkpoint(self) -> None:
+        """Make everything accepted durable now (journal fsync; committed merges already are)."""
+        if self._delivered:
+            self._release_delivered()
+        self._journal.fsync_segments(self._segments)
+        self._last_fsync = time.monotonic()
+        if self._job is None:
+            self._write_manifest()
+
+    def stats(self) -> dict:
+        c = self._counters
+        job = self._job
+        hits = self._cache_base[0] + self._cache.hits
+        misses = self._cache_base[1] + self._cache.misses
+        disk = self._set.count
+        return {
+            "checks": c.checks,
+            "cache_hits": hits,
+            "cache_misses": misses,
+            "cache_size": self._cache.size,
+            "cache_capacity": self._cache.capacity,
+            "buffer": self._n + (len(job.fps) if job is not None else 0),
+            "buffer_capacity": self.buffer_size,
+            "pending": self.pending,
+            "disk_fingerprints": disk,
+            "disk_bytes": self._set.bytes,
+            "journal_bytes": self._journal.bytes_on_disk(),
+            "merges": c.merges,
+            "merge_seconds": c.merge_seconds,
+            "last_merge_seconds": self._last_merge_s,
+            "new": c.new,
+            "duplicates_emitted": c.duplicates_emitted,
+            "buffer_repeats": c.buffer_repeats,
+            "buckets": self._set.buckets,
+            "seen": disk,
+        }
+
+    def close(self) -> None:
+        """Wait for a running merge, make state durable and release files.
+
+        New URLs found but never returned stay in the journal and are handed
+        out by the next DiskDUE on this directory (not counted as duplicates).
+        """
+        if self._closed:
+            return
+        try:
+            if self._job is not None:
+                self._collect()
+            if self._delivered:
+                self._release_delivered()
+            for release in self._undelivered:
+                release.count_duplicates = False
+            self._journal.fsync_segments(self._segments)
+            self._write_manifest()
+        finally:
+            self._closed = True
+            self._journal.close()
+            self._set.close()
+            self._cache.close()
+
+    # --- recovery ----------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Rebuild state from the directory: set, unreleased merges, journaled buffer."""
+        manifest = read_manifest(self.directory)
+        buckets = manifest.buckets if manifest is not None else self._requested_buckets
+        self._set = DiskSet(self.directory / "set", buckets, self._delta_ratio, self._window_entries,
+                            self._durable)
+        if manifest is None:
+            manifest = Manifest(buckets=buckets, table=BucketTable.empty(buckets))
+        self._set.load(manifest.table)
+        self._set.sweep()
+        self._counters = manifest.counters
+        self._cache_base = (manifest.counters.cache_hits - self._cache.hits,
+                            manifest.counters.cache_misses - self._cache.misses)
+        self._last_merge = manifest.merge
+        self._merged_through = manifest.merged_through
+        existing = set(self._journal.existing())
+        # Merges committed whose URLs may not have reached the caller: hand them out again.
+        kept: list[Release] = []
+        for release in manifest.unreleased:
+            marker = self._release_path(release.merge)
+            if marker.exists() and all(s in existing for s in release.segments):
+                positions = np.fromfile(marker, dtype=POSITION_DTYPE)
+                urls = self._journal.read_urls(release.segments, positions)
+                self._ready.extend(urls)
+                if release.count_duplicates:
+                    self._counters.duplicates_emitted += len(urls)
+                release.count_duplicates = True
+                kept.append(release)
+                self._releases[release.merge] = release
+            else:
+                self._release(release)
+        kept_segments = {s for r in kept for s in r.segments}
+        kept_markers = {self._release_path(r.merge).name for r in kept}
+        for path in self._release_dir.iterdir():
+            if path.name not in kept_markers:
+                path.unlink()
+        # Merged segments nobody needs, and the buffer journaled since the last merge.
+        restored = []
+        for seq in sorted(existing):
+            if seq <= self._merged_through:
+                if seq not in kept_segments:
+                    self._journal.remove([seq])
+                continue
+            scan = self._journal.scan(seq)
+            if scan.torn_bytes:
+                self._journal.truncate(seq, scan.valid_bytes)
+            if len(scan.fps):
+                self._append_buffer(scan.fps, scan.urls)
+                restored.append(seq)
+            else:
+                self._journal.remove([seq])
+        self._segments = restored
+        self._undelivered = kept
+        last_seq = max([self._merged_through, *existing]) if existing else self._merged_through
+        self._journal.open_segment(last_seq + 1)
+        self._segments.append(last_seq + 1)
+        self._journal.fsync_active()
+        if self._durable:
+            fsync_dir(self._journal.directory)
+        self._write_manifest()
+
+    # --- internals: buffer -------------------------------------------------------
+
+    def _accept(self, fps: np.ndarray, urls: list[str]) -> None:
+        """Journal, then buffer, the misses of one batch (hot path)."""
+        try:
+            self._journal.append(fps, urls)
+        except BaseException:
+            # The cache already holds these fingerprints: forget it, or a later
+            # repeat would be dropped as a duplicate of a URL that was never kept.
+            old = self._cache
+            self._cache_base = (self._cache_base[0] + old.hits, self._cache_base[1] + old.misses)
+            old.close()
+            self._cache = cache_from_config(self.config.cache)
+            raise
+        n, m = self._n, len(fps)                  # _append_buffer, inlined
+        if n + m > len(self._buf):
+            self._grow(n + m)
+        self._buf[n:n + m] = fps
+        self._n = n + m
+        self._urls.extend(urls)
+        if self._journal_fsync_s is not None:
+            now = time.monotonic()
+            if now - self._last_fsync >= self._journal_fsync_s:
+                self._journal.fsync_active()
+                self._last_fsync = now
+        if self._fault is not None:
+            self._fault("submit:journaled")
+
+    def _grow(self, need: int) -> None:
+        grown = np.empty(max(2 * len(self._buf), need), dtype=np.uint64)
+        grown[:self._n] = self._buf[:self._n]
+        self._buf = grown
+
+    def _append_buffer(self, fps: np.ndarray, urls: list[str]) -> None:
+        n, m = self._n, len(fps)
+        if n + m > len(self._buf):
+            self._grow(n + m)
+        self._buf[n:n + m] = fps
+        self._n = n + m
+        self._urls.extend(urls)
+
+    # --- internals: merges -------------------------------------------------------
+
+    def _take_buffer(self) -> _MergeJob:
+        """Freeze the buffer and its journal segments into a merge job; start a new segment."""
+        self._last_merge += 1
+        job = _MergeJob(self._last_merge, self._buf[:self._n], self._urls, self._segments)
+        self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
+        self._n = 0
+        self._urls = []
+        self._journal.open_segment(self._journal.active + 1)
+        self._segments = [self._journal.active]
+        return job
+
+    def _schedule(self) -> None:
+        """Collect a finished merge; start one when the buffer is full enough."""
+        job = self._job
+        if job is not None and (job.done.is_set() or self._n + len(job.fps) >= self.buffer_size):
+            self._collect()                       # finished, or the buffer is full: wait for it
+        if self._n >= self._trigger and self._job is None:
+            if self.background:
+                self._start_merge()
+            else:
+                self._run_now()
+
+    def _start_merge(self) -> None:
+        job = self._take_buffer()
+        job.thread = threading.Thread(target=self._merge, args=(job,), name=f"due-merge-{job.merge}", daemon=True)
+        self._job = job
+        job.thread.start()
+
+    def _run_now(self) -> None:
+        """Merge the buffer in the calling thread."""
+        self._job = self._take_buffer()
+        self._merge(self._job)
+        self._collect()
+
+    def _collect(self) -> None:
+        """Wait for the merge job and take its results (or give its input back if it failed)."""
+        job = self._job
+        assert job is not None
+        job.done.wait()
+        if job.thread is not None:
+            job.thread.join()
+        self._job = None
+        if job.error is not None:
+            if job.committed:
+                # On disk, but its URLs could not be read back: the next DiskDUE
+                # on this directory hands them out (its segments are kept).
+                with self._lock:
+                    self._releases[job.merge].count_duplicates = False
+                raise job.error
+            self._last_merge = job.merge - 1        # give the input back to the buffer
+            rest, rest_urls = self._buf[:self._n].copy(), self._urls
+            self._n, self._urls = 0, []
+            self._append_buffer(job.fps, job.urls_in)
+            self._append_buffer(rest, rest_urls)
+            self._segments = job.segments + self._segments
+            raise job.error
+        self._ready.extend(job.urls)
+        with self._lock:
+            self._undelivered.append(self._releases[job.merge])
+        self._counters.merge_seconds += job.seconds
+        self._last_merge_s = job.seconds
+
+    def _deliver(self) -> list[str]:
+        """Hand out the new URLs found so far; their merges are released at the next call."""
+        if self._undelivered:
+            self._delivered.extend(self._undelivered)
+            self._undelivered = []
+        if not self._ready:
+            return []
+        out, self._ready = self._ready, []
+        return out
+
+    def _release_delivered(self) -> None:
+        """The caller has the URLs of these merges: their journal segments can go."""
+        for release in self._delivered:
+            self._release(release)
+        self._delivered = []
+
+    def _release(self, release: Release) -> None:
+        with self._lock:
+            self._releases.pop(release.merge, None)
+        # The marker goes first: without it recovery treats the merge as released.
+        try:
+            self._release_path(release.merge).unlink()
+        except FileNotFoundError:
+            pass
+        if self._fault is not None:
+            self._fault("release:marker-deleted")
+        self._journal.remove(release.segments)
+
+    def _merge(self, job: _MergeJob) -> None:
+        """Merge one frozen buffer with the disk set; commit; read back the new URLs.
+
+        Runs in a background thread or in the caller's. numpy and file I/O
+        release the GIL, so the event loop keeps going during a background merge.
+        """
+        start = time.perf_counter()
+        try:
+            fault = self._fault or _no_fault
+            fault("merge:begin")
+            fps = job.fps
+            # Sort and drop repeats, keeping each fingerprint's earliest buffer
+            # position (quicksort is not stable); temporaries go as soon as used.
+            order = np.argsort(fps)
+            ordered = fps[order]
+            first = np.empty(len(ordered), dtype=bool)
+            if len(first):
+                first[0] = True
+                np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            del first
+            keys = ordered[starts]
+            del ordered
+            first_pos = np.minimum.reduceat(order, starts) if len(starts) else order[:0]
+            del order, starts
+            job.repeats = len(fps) - len(keys)
+            fault("merge:sorted")
+            self._journal.fsync_segments(job.segments)
+            fault("merge:start")
+            budget = None
+            if self._delta_ratio > 0:
+                share = self._set.buckets * self._delta_ratio * len(keys) / self.buffer_size
+                budget = max(1, math.ceil(share))
+            plan = self._set.merge(keys, job.merge, budget)
+            release = Release(job.merge, job.segments)
+            try:
+                fault("merge:written")
+                positions = np.sort(first_pos[plan.new_mask]).astype(POSITION_DTYPE)
+                job.new = len(positions)
+                self._write_positions(job.merge, positions)
+                fault("merge:positions-written")
+                with self._lock:
+                    self._releases[job.merge] = release
+                counters = Counters(**asdict(self._counters))
+                counters.merges += 1
+                counters.new += job.new
+                counters.buffer_repeats += job.repeats
+                self._write_manifest(table=plan.table, merge=job.merge, merged_through=max(job.segments),
+                                     counters=counters)
+            except BaseException:
+                with self._lock:
+                    self._releases.pop(job.merge, None)
+                self._set.discard(plan)
+                self._release_path(job.merge).unlink(missing_ok=True)
+                raise
+            job.committed = True
+            c = self._counters
+            c.merges += 1
+            c.new += job.new
+            c.buffer_repeats += job.repeats
+            fault("merge:committed")
+            self._merged_through = max(job.segments)
+            self._set.adopt(plan)
+            fault("merge:adopted")
+            urls_in = job.urls_in
+            picked: list[str] = []
+            for at in range(0, len(positions), PICK_CHUNK):      # bounded list of Python ints
+                picked += [urls_in[p] for p in positions[at:at + PICK_CHUNK].tolist()]
+            job.urls = picked
+            job.urls_in = []                      # the buffer's strings may go now
+            fault("merge:urls-picked")
+        except BaseException as exc:   # handed to the thread that collects the job
+            job.error = exc
+        finally:
+            job.seconds = time.perf_counter() - start
+            job.done.set()
+
+    # --- internals: files ----------------------------------------------------------
+
+    def _release_path(self, merge: int) -> Path:
+        return self._release_dir / f"m{merge:08d}.pos"
+
+    def _write_positions(self, merge: int, positions: np.ndarray) -> None:
+        path = self._release_path(merge)
+        with open(path, "wb") as f:
+            positions.tofile(f)
+            if self._durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if self._durable:
+            fsync_dir(self._release_dir)
+
+    def _write_manifest(self, *, table: BucketTable | None = None,
+                        merge: int | None = None, merged_through: int | None = None,
+                        counters: Counters | None = None) -> None:
+        """Commit the state; the merge thread passes its new table, others write the current one."""
+        c = counters if counters is not None else Counters(**asdict(self._counters))
+        c.cache_hits = self._cache_base[0] + self._cache.hits
+        c.cache_misses = self._cache_base[1] + self._cache.misses
+        with self._lock:
+            unreleased = sorted(self._releases.values(), key=lambda r: r.merge)
+            unreleased = [Release(r.merge, list(r.segments), r.count_duplicates) for r in unreleased]
+        manifest = Manifest(
+            buckets=self._set.buckets,
+            table=table if table is not None else self._set.table,
+            merge=merge if merge is not None else self._last_merge,
+            merged_through=merged_through if merged_through is not None else self._merged_through,
+            unreleased=unreleased,
+            counters=c,
+        )
+        write_manifest(self.directory, manifest, self._durable)
+
+
+def _no_fault(point: str) -> None:
+    """Default fault hook: nothing happens."""

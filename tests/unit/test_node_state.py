@@ -1,0 +1,34 @@
+"""A node refuses to reuse an earlier crawl's state by accident; --fresh starts over."""
+
+import pytest
+
+from crawler.config import ConfigError, from_dict
+from crawler.node import Node
+
+
+def config(tmp_path):
+    return from_dict({"cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+                      "crawl": {"data_dir": str(tmp_path / "node-{node}")}})
+
+
+def test_used_data_dir_is_refused_then_fresh_starts_over(tmp_path):
+    first = Node(config(tmp_path), 0)
+    first.due.submit(*_one())
+    first.due.flush()
+    first.due.close()
+    warc = tmp_path / "node-0" / "warc"
+    warc.mkdir()
+    (warc / "keep.warc.gz").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="--fresh") as info:
+        Node(config(tmp_path), 0)
+    assert "node-0" in str(info.value) and "due" in str(info.value)
+    again = Node(config(tmp_path), 0, fresh=True)
+    assert again.due.stats()["disk_fingerprints"] == 0          # the old seen-set is gone
+    assert (warc / "keep.warc.gz").exists()                      # archives are kept
+    again.due.close()
+
+
+def _one():
+    from crawler.urls import fingerprints
+    urls = ["http://a.test/"]
+    return fingerprints(urls), urls
