@@ -55,6 +55,16 @@ def _cmd_testweb(argv: list[str]) -> int:
     return testweb_main(argv)
 
 
+def _cmd_status(argv: list[str]) -> int:
+    from crawler.status import main as status_main
+
+    return status_main(argv)
+
+
+# Commands with parsers of their own: the rest of the line is handed over untouched.
+_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawler", description="A distributed, Mercator-style web crawler.")
     parser.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR")
@@ -85,18 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     sub.add_parser("testweb", help="serve the synthetic test web (see `crawler testweb --help`)", add_help=False)
+    sub.add_parser("status", help="one table of every node's /metrics (see `crawler status --help`)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    # `testweb` has its own parser; hand it the rest of the line untouched.
-    if "testweb" in argv:
-        i = argv.index("testweb")
-        if all(a.startswith("-") for a in argv[:i]):
-            logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-            return _cmd_testweb(argv[i + 1:])
+    for i, word in enumerate(argv):
+        if not word.startswith("-"):
+            if word in _PASS_THROUGH:
+                logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                return _PASS_THROUGH[word](argv[i + 1:])
+            break
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
