@@ -25,6 +25,8 @@ import aiohttp
 from crawler.config import Config, load
 
 PAGES_METRIC = "crawler_pages_total"
+LOOKUPS_METRIC = "crawler_cache_lookups_total"
+FRONTIER_METRIC = "crawler_frontier_urls"
 
 
 def is_local_address(host: str) -> bool:
@@ -50,6 +52,8 @@ class Child:
     metrics_url: str | None
     stdout: list[str] = field(default_factory=list)
     pages: int = 0
+    frontier: int = 0
+    lookups: dict = field(default_factory=dict)     # (cache, result) -> count
 
 
 def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
@@ -73,17 +77,34 @@ def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
     return total
 
 
-async def _scrape_pages(session: aiohttp.ClientSession, url: str) -> int | None:
+async def _scrape(session: aiohttp.ClientSession, child: "Child") -> None:
+    """Refresh a child's pages, frontier size and cache lookups from its /metrics."""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as resp:
+        async with session.get(child.metrics_url, timeout=aiohttp.ClientTimeout(total=1)) as resp:
             text = await resp.text()
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-        return None
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(PAGES_METRIC) and 'kind="page"' in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return int(total)
+        return
+    from prometheus_client.parser import text_string_to_metric_families
+
+    pages, lookups = 0.0, {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == PAGES_METRIC and sample.labels.get("kind") == "page":
+                pages += sample.value
+            elif sample.name == LOOKUPS_METRIC:
+                lookups[(sample.labels["cache"], sample.labels["result"])] = sample.value
+            elif sample.name == FRONTIER_METRIC:
+                child.frontier = int(sample.value)
+    child.pages, child.lookups = int(pages), lookups
+
+
+def _hit_rates(children: list["Child"]) -> str:
+    sums: dict[str, list[float]] = {}
+    for c in children:
+        for (cache, result), n in c.lookups.items():
+            acc = sums.setdefault(cache, [0.0, 0.0])
+            acc[0 if result == "hit" else 1] += n
+    return ", ".join(f"{cache} {100 * h / (h + m):.1f}%" for cache, (h, m) in sorted(sums.items()) if h + m) or "-"
 
 
 async def run_cluster(config_path: str, *, progress_interval_s: float | None = None,
@@ -132,14 +153,13 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
                 await asyncio.sleep(interval)
                 for c in children:
                     if c.metrics_url and c.proc.returncode is None:
-                        pages = await _scrape_pages(session, c.metrics_url)
-                        if pages is not None:
-                            c.pages = pages
+                        await _scrape(session, c)
                 elapsed = time.monotonic() - started
                 total = sum(c.pages for c in children)
                 running = sum(c.proc.returncode is None for c in children)
                 per_node = " ".join(f"{c.node_id}:{c.pages}" for c in children)
-                print(f"cluster: {total} pages ({total / elapsed:.1f}/s), {running}/{len(children)} nodes running "
+                print(f"cluster: {total} pages ({total / elapsed:.1f}/s), frontier {sum(c.frontier for c in children)} "
+                      f"URLs, cache hits: {_hit_rates(children)}, {running}/{len(children)} nodes running "
                       f"[{per_node}]", file=sys.stderr, flush=True)
 
     reporter = asyncio.create_task(progress()) if interval else None

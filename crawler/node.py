@@ -411,9 +411,10 @@ class Node:
     def progress(self) -> None:
         elapsed = max(time.monotonic() - self._started, 1e-9)
         c = self.counters
+        rates = ", ".join(f"{name} {100 * r:.1f}%" for name, r in self.cache_hit_rates().items() if r is not None)
         print(f"node {self.node_id}: {c.fetches} pages ({c.fetches / elapsed:.1f}/s), "
               f"frontier {self.frontier.queued} URLs on {self.frontier.active_hosts} hosts, "
-              f"errors {sum(c.errors.values())}", file=sys.stderr, flush=True)
+              f"errors {sum(c.errors.values())}, cache hits: {rates or '-'}", file=sys.stderr, flush=True)
 
     async def add_seeds(self) -> None:
         """Every node reads the whole seed list and keeps the seeds it owns (into its DUE)."""
