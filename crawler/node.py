@@ -219,8 +219,9 @@ class Node:
             if retry_after is None:
                 retry_after = self.config.politeness.default_retry_after_s
             delay = max(delay, min(retry_after, self.config.politeness.max_retry_after_s))
-        links, failure = await self.links_of(result)
-        self.record(result, "page", len(links), failure)
+        content_fp = content_fingerprint(result.body) if result.body and result.status else None
+        links, failure = await self.links_of(result, content_fp)
+        self.record(result, "page", len(links), failure, content_fp)
         if links:
             await self.add_urls(links)
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
@@ -236,7 +237,7 @@ class Node:
         self.counters.retries += 1
         return True
 
-    async def links_of(self, result: FetchResult) -> tuple[list[str], str | None]:
+    async def links_of(self, result: FetchResult, content_fp: int | None = None) -> tuple[list[str], str | None]:
         """Links of a 2xx HTML page, or the Location of a 3xx (redirects are links, DESIGN 1).
 
         Returns (links, failure): failure names why a page's links were not
@@ -252,7 +253,7 @@ class Node:
             return [], None
         if not (200 <= status < 300) or not result.body or not is_html(result.content_type):
             return [], None
-        fp = content_fingerprint(result.body)
+        fp = content_fingerprint(result.body) if content_fp is None else content_fp
         if fp in self._content_seen:
             self.counters.duplicate_content += 1
             return [], None
@@ -293,7 +294,8 @@ class Node:
                         self.node_id, result.url, timeout_s)
             return None
 
-    def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None) -> None:
+    def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None,
+               content_fp: int | None = None) -> None:
         """Count one fetch, write its crawl-log line and WARC records."""
         c = self.counters
         self._observe[kind](result.duration_s)
@@ -312,7 +314,8 @@ class Node:
                     "bytes": result.wire_bytes, "duration_s": round(result.duration_s, 6),
                     "content_type": result.content_type, "ip": result.ip}
             if result.body and result.status:
-                line["content_fp"] = f"{content_fingerprint(result.body):016x}"
+                fp = content_fingerprint(result.body) if content_fp is None else content_fp
+                line["content_fp"] = f"{fp:016x}"
             if links:
                 line["links"] = links
             if result.location:
