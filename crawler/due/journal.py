@@ -38,6 +38,7 @@ import sys
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,8 @@ class Journal:
         self.active: int = 0          # number of the segment being appended to
         self.active_bytes = 0         # its size
         self.dirty = False            # written since its last fsync
+        self._syncer: ThreadPoolExecutor | None = None
+        self._sync: Future | None = None
 
     # --- segments ------------------------------------------------------------
 
@@ -134,6 +137,21 @@ class Journal:
             os.fsync(self._fd)             # writes back the pages dirtied through every window
             self.dirty = False
 
+    def fsync_active_soon(self) -> None:
+        """Start an fsync of the active segment in a helper thread (the hot path must not wait on the disk).
+
+        The helper works on a duplicate of the file descriptor, so rotating or
+        closing the segment meanwhile is safe. At most one runs at a time.
+        """
+        if self._mm is None or not self.dirty or not self.durable:
+            return
+        if self._sync is not None and not self._sync.done():
+            return
+        if self._syncer is None:
+            self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="due-journal-fsync")
+        self.dirty = False
+        self._sync = self._syncer.submit(_fsync_and_close, os.dup(self._fd))
+
     def fsync_segments(self, seqs: list[int]) -> None:
         """Make segments durable (a merge does this before it commits)."""
         if not self.durable:
@@ -159,11 +177,22 @@ class Journal:
 
     def close(self) -> None:
         """Stop appending: unmap the active segment and cut its unused reserve."""
+        if self._syncer is not None and self._sync is not None and self._sync.done():
+            self._sync.result()                   # an fsync error surfaces here
         if self._mm is not None:
             self._mm.close()
             os.ftruncate(self._fd, self.active_bytes)
             os.close(self._fd)
             self._mm, self._fd = None, None
+
+    def shutdown(self) -> None:
+        """Close, and wait for the background fsync helper to finish."""
+        self.close()
+        if self._syncer is not None:
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
+            if self._sync is not None:
+                self._sync.result()
 
     # --- hot path ------------------------------------------------------------
 
@@ -329,6 +358,13 @@ class Journal:
 
 
 # --- helpers ------------------------------------------------------------------
+
+def _fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 def _reserve(fd: int, offset: int, length: int) -> None:
     """Allocate file space now, so a full disk fails here and not as a SIGBUS on a mapped page."""
