@@ -61,8 +61,14 @@ def _cmd_status(argv: list[str]) -> int:
     return status_main(argv)
 
 
+def _cmd_replay(argv: list[str]) -> int:
+    from crawler.replay.cli import main as replay_main
+
+    return replay_main(argv)
+
+
 # Commands with parsers of their own: the rest of the line is handed over untouched.
-_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status}
+_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "replay": _cmd_replay}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("testweb", help="serve the synthetic test web (see `crawler testweb --help`)", add_help=False)
     sub.add_parser("status", help="one table of every node's /metrics (see `crawler status --help`)", add_help=False)
+    sub.add_parser("replay", help="simulate URL cache policies over logged splitter streams "
+                                  "(see `crawler replay --help`)", add_help=False)
     return parser
 
 
