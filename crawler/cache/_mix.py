@@ -72,3 +72,31 @@ def as_fingerprint_array(fps: object) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError("fingerprints must be a 1-d array of uint64")
     return arr
+
+
+class PyKernel:
+    """The public calls every pure-Python kernel shares around its own `_access(fp) -> bool`.
+
+    Subclasses keep `_capacity`, `_hits` and `_misses` and define `_access`,
+    `size` and `keys()`; batches are the single call in order, by definition.
+    """
+
+    _capacity: int
+    _hits: int
+    _misses: int
+
+    def _access(self, fp: int) -> bool:  # pragma: no cover - always overridden
+        raise NotImplementedError
+
+    def check_and_add(self, fp: int) -> bool:
+        """True if fp is cached (a hit); a miss inserts fp."""
+        return self._access(as_fingerprint(fp))
+
+    def check_and_add_many(self, fps: np.ndarray) -> np.ndarray:
+        """check_and_add on each element, in order."""
+        access = self._access
+        return np.array([access(fp) for fp in as_fingerprint_array(fps).tolist()], dtype=bool)
+
+    capacity = property(lambda self: self._capacity, doc="Most entries held.")
+    hits = property(lambda self: self._hits, doc="Requests that found their fingerprint.")
+    misses = property(lambda self: self._misses, doc="Requests that did not.")

@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 
-from crawler.cache._mix import as_fingerprint, as_fingerprint_array, fastrange, fmix64
+from crawler.cache._mix import PyKernel, fastrange, fmix64
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
@@ -47,7 +46,7 @@ MAX_WAYS = 32
 _INITIAL_MARK = 0  # a new entry starts unmarked (same constant in _ckernel.c)
 
 
-class PyClockKernel:
+class PyClockKernel(PyKernel):
     """Pure-Python CLOCK kernel, set for set the same as _ckernel.ClockKernel."""
 
     __slots__ = ("_keys", "_marks", "_hands", "_nsets", "_base", "_extra", "_ways",
@@ -89,15 +88,6 @@ class PyClockKernel:
         self._hands[b] = hand + 1 if hand + 1 < ways else 0
         return False
 
-    def check_and_add(self, fp: int) -> bool:
-        """True if fp is cached (a hit); a miss inserts fp."""
-        return self._access(as_fingerprint(fp))
-
-    def check_and_add_many(self, fps: np.ndarray) -> np.ndarray:
-        """check_and_add on each element, in order."""
-        access = self._access
-        return np.array([access(fp) for fp in as_fingerprint_array(fps).tolist()], dtype=bool)
-
     def keys(self) -> list[int]:
         """Resident fingerprints, set by set in ring order."""
         return [key for keys in self._keys for key in keys]
@@ -108,10 +98,7 @@ class PyClockKernel:
             raise IndexError("no such set")
         return list(self._keys[b]), [bool(m) for m in self._marks[b]], self._hands[b]
 
-    capacity = property(lambda self: self._capacity, doc="Most entries held.")
     size = property(lambda self: self._size, doc="Entries held now.")
-    hits = property(lambda self: self._hits, doc="Requests that found their fingerprint.")
-    misses = property(lambda self: self._misses, doc="Requests that did not.")
     nsets = property(lambda self: self._nsets, doc="Number of sets (CLOCK rings).")
     ways = property(lambda self: self._ways, doc="Most entries per set.")
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 
-import numpy as np
 
-from crawler.cache._mix import as_fingerprint, as_fingerprint_array
+from crawler.cache._mix import PyKernel
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 
-class PyLruKernel:
+class PyLruKernel(PyKernel):
     """Pure-Python LRU kernel on an OrderedDict (least recent first)."""
 
     __slots__ = ("_entries", "_capacity", "_hits", "_misses")
@@ -49,23 +48,11 @@ class PyLruKernel:
         entries[fp] = None
         return False
 
-    def check_and_add(self, fp: int) -> bool:
-        """True if fp is cached (a hit); a miss inserts fp."""
-        return self._access(as_fingerprint(fp))
-
-    def check_and_add_many(self, fps: np.ndarray) -> np.ndarray:
-        """check_and_add on each element, in order."""
-        access = self._access
-        return np.array([access(fp) for fp in as_fingerprint_array(fps).tolist()], dtype=bool)
-
     def keys(self) -> list[int]:
         """Resident fingerprints, least recently used first."""
         return list(self._entries)
 
-    capacity = property(lambda self: self._capacity, doc="Most entries held.")
     size = property(lambda self: len(self._entries), doc="Entries held now.")
-    hits = property(lambda self: self._hits, doc="Requests that found their fingerprint.")
-    misses = property(lambda self: self._misses, doc="Requests that did not.")
 
     @property
     def buffer_bytes(self) -> int:

@@ -16,16 +16,15 @@ from __future__ import annotations
 import operator
 import sys
 
-import numpy as np
 
-from crawler.cache._mix import MASK64, SplitMix64, as_fingerprint, as_fingerprint_array, fastrange
+from crawler.cache._mix import PyKernel, MASK64, SplitMix64, fastrange
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 DEFAULT_SEED = 0
 
 
-class PyRandomKernel:
+class PyRandomKernel(PyKernel):
     """Pure-Python RANDOM kernel, victim for victim the same as _ckernel.RandomKernel."""
 
     __slots__ = ("_keys", "_where", "_rng", "_capacity", "_hits", "_misses")
@@ -59,23 +58,11 @@ class PyRandomKernel:
         where[fp] = p
         return False
 
-    def check_and_add(self, fp: int) -> bool:
-        """True if fp is cached (a hit); a miss inserts fp."""
-        return self._access(as_fingerprint(fp))
-
-    def check_and_add_many(self, fps: np.ndarray) -> np.ndarray:
-        """check_and_add on each element, in order."""
-        access = self._access
-        return np.array([access(fp) for fp in as_fingerprint_array(fps).tolist()], dtype=bool)
-
     def keys(self) -> list[int]:
         """Resident fingerprints by position."""
         return list(self._keys)
 
-    capacity = property(lambda self: self._capacity, doc="Most entries held.")
     size = property(lambda self: len(self._keys), doc="Entries held now.")
-    hits = property(lambda self: self._hits, doc="Requests that found their fingerprint.")
-    misses = property(lambda self: self._misses, doc="Requests that did not.")
 
     @property
     def buffer_bytes(self) -> int:

@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 
-from crawler.cache._mix import as_fingerprint, as_fingerprint_array
+from crawler.cache._mix import PyKernel, as_fingerprint_array
 from crawler.cache._native import NATIVE
 
 
-class PySetKernel:
+class PySetKernel(PyKernel):
     """Pure-Python set kernel: `insert` says whether a miss adds the fingerprint."""
 
     __slots__ = ("_set", "_insert", "_capacity", "_hits", "_misses")
@@ -36,15 +36,6 @@ class PySetKernel:
             self._set.add(fp)
         return False
 
-    def check_and_add(self, fp: int) -> bool:
-        """True if fp is in the set; a miss adds it unless the set is frozen."""
-        return self._access(as_fingerprint(fp))
-
-    def check_and_add_many(self, fps: np.ndarray) -> np.ndarray:
-        """check_and_add on each element, in order."""
-        access = self._access
-        return np.array([access(fp) for fp in as_fingerprint_array(fps).tolist()], dtype=bool)
-
     def add_many(self, fps: np.ndarray) -> None:
         """Add fingerprints without counting them (the static preload)."""
         self._set.update(as_fingerprint_array(fps).tolist())
@@ -53,10 +44,7 @@ class PySetKernel:
         """Resident fingerprints (in no particular order)."""
         return list(self._set)
 
-    capacity = property(lambda self: self._capacity, doc="The capacity given at construction.")
     size = property(lambda self: len(self._set), doc="Fingerprints held now.")
-    hits = property(lambda self: self._hits, doc="Requests that found their fingerprint.")
-    misses = property(lambda self: self._misses, doc="Requests that did not.")
 
     @property
     def buffer_bytes(self) -> int:
