@@ -4,7 +4,7 @@ The pure numpy wavelet pass in stack.py is the reference and always works;
 when numba is installed this sequential Fenwick-tree version gives the same
 depths (tests compare them request for request) about an order of magnitude
 faster. Setting CRAWLER_REPLAY_PURE_NUMPY=1 before the first import turns
-it off. numba is an optional dependency: `pip install numba`.
+it off. numba is an optional dependency (the `jit` extra: pip install -e .[jit]).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A logged 3-node crawl of the test web, replayed end to end (full and cross traces).
 
 The cluster crawls with `splitter.log.enabled: true`; `crawler replay` then
-reads the nodes' data directories. Checked from outside: the replayed
+reads the nodes' data directories (both run as `python -m crawler ...`). Checked from outside: the replayed
 request counts are the logged records and the nodes' own splitter counters;
 replaying the cross trace through CLOCK at the splitter's configured size
 reproduces exactly the hits the online cache logged (the same code, the
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from crawler.splitter import FLAG_CROSS, read_records
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import REPO, run_crawler, write_config
+from tests.integration.crawl_support import run_crawler, write_config
 from tests.integration.test_cluster import NODES, SECRET, cluster_config
 
 pytestmark = pytest.mark.slow
@@ -39,14 +37,12 @@ def replayed(tmp_path_factory):
                                      env=SECRET)
         assert code == 0, err[-3000:]
     nodes = [json.loads(line) for line in out if line.startswith("{")][:-1]
-    result = subprocess.run(
-        [sys.executable, "-m", "crawler.replay.cli", str(tmp / "data"), "--out", str(tmp / "replay"),
-         "--threads", "32", "--over-time", "2000", "--quiet"],
-        capture_output=True, text=True, timeout=300, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": ""})
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, out, err = run_crawler(["replay", str(tmp / "data"), "--out", str(tmp / "replay"), "--threads", "32",
+                                  "--over-time", "2000", "--quiet"], timeout_s=300)
+    assert code == 0, err[-3000:]
     with open(tmp / "replay" / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return {"tmp": tmp, "nodes": nodes, "rows": rows, "line": json.loads(result.stdout.splitlines()[-1]),
+    return {"tmp": tmp, "nodes": nodes, "rows": rows, "line": json.loads(out[-1]),
             "summary": json.loads((tmp / "replay" / "summary.json").read_text())}
 
 
