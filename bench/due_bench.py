@@ -15,12 +15,20 @@ every implementation must emit exactly that many new URLs. The URL strings
 come from a pool of realistic-length strings (the DUE treats them as
 payload; what it emits is decoded from its journal, so their RAM is real).
 
-The workload is generated into a scratch file first (not timed); the timed
-part reads it in chunks and calls `submit` once per page, as a node does,
-then `flush`. checks/s = links / wall time of that loop, merges included.
-Peak RSS is the process's VmHWM; `--only X` runs one implementation in this
-process so its peak RSS can also be measured from outside
-(`/usr/bin/time -v`). The last line of output is a JSON object.
+The workload is generated into a scratch file first, by a child process (not
+timed; `--workload PREFIX` keeps it for later runs); the timed part reads it
+in chunks and calls `submit` once per page, as a node does (`--batch N`:
+calls of N links, as peer batches arrive), then `flush`. checks_per_s =
+links / time spent inside `submit`/`flush` (background merges cost the
+caller only when it has to wait for one or they hold the GIL);
+checks_per_s_wall also counts the loop and the making of URL strings. On a
+shared VM the hypervisor takes CPU by the minute, so CPU time is counted too
+(`time.thread_time` around each call plus the merge thread's; for Redis the
+client's plus the server's) and reported as checks per CPU second, with the
+steal share seen during the run. Peak RSS is the process's VmHWM; `--only X`
+runs one implementation in this process so its peak RSS can also be
+measured from outside (`/usr/bin/time -v`). The last line of output is a
+JSON object.
 """
 
 from __future__ import annotations
