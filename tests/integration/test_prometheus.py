@@ -45,6 +45,7 @@ CLUSTER = "test"
 
 SCRAPE_INTERVAL = "1s"
 LINGER_S = 8.0                  # a node serves /metrics this long after the crawl: ~8 scrapes
+MIN_DELAY_S = 0.4               # per-host wait: the crawl lasts several scrapes even on an idle machine
 START_TIMEOUT_S = 20.0
 CRAWL_TIMEOUT_S = 180.0
 QUERY_TIMEOUT_S = 5.0
@@ -203,7 +204,7 @@ def scraped_crawl(tmp_path_factory):
     require_binary("prometheus", "prometheus")
     tmp = tmp_path_factory.mktemp("prometheus")
     with TestWebProcess(tmp / "web", WEB_ARGS) as web:
-        config = cluster_config(tmp, web.info["seeds"], politeness={"delay_factor": 2},
+        config = cluster_config(tmp, web.info["seeds"], politeness={"delay_factor": 2, "min_delay_s": MIN_DELAY_S},
                                 metrics={"progress_interval_s": 0, "linger_s": LINGER_S})
         config["cluster"]["name"] = CLUSTER
         crawl_config = write_config(tmp / "crawl.yaml", config)
