@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -71,9 +72,11 @@ class Frontier:
 
     # --- time ---------------------------------------------------------------
     def _now(self) -> float:
+        """The real monotonic clock, not loop.time(): uvloop's loop time is cached per loop
+        iteration and can lag by a whole iteration, which would let a host go early."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        return self._loop.time()
+        return time.monotonic()
 
     # --- adding -----------------------------------------------------------------
     def add(self, url: str, host: str, priority: int = 0) -> None:
@@ -186,7 +189,8 @@ class Frontier:
                 return
             self._timer.cancel()
         self._timer_at = at
-        self._timer = self._loop.call_at(at, self._on_timer)
+        # A timer that fires early (the loop's clock is coarse) only re-arms: _dispatch checks real time.
+        self._timer = self._loop.call_later(max(at - time.monotonic(), 0.0), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
