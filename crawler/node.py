@@ -12,13 +12,25 @@ The node stops by itself when it has no work left (frontier empty, nothing in
 flight, nothing pending in the DUE), at a limit (`crawl.max_pages`,
 `crawl.max_duration_s`) or on SIGTERM/SIGINT, and returns the summary that
 the CLI prints as the last line of standard output.
+
+State lives in `crawl.data_dir` (frontier, DUE, peer spools, `state.json`
+naming the crawl). A node started on a data_dir with an unfinished crawl of
+the same node of the same cluster resumes it; a clean stop (signal or limit)
+drains in-flight fetches (up to `crawl.drain_timeout_s`), flushes the
+splitter and the peer links, merges the DUE buffer into the frontier and
+writes a frontier checkpoint; after SIGKILL, the journals bring everything
+back and only the fetches that were in flight are repeated. Starting over is
+deliberate (`fresh=True`, `crawler run --fresh`); a data_dir holding another
+crawl, a finished crawl, or state without `state.json` is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -35,7 +47,7 @@ from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
-from crawler.frontier import Frontier
+from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector
 from crawler.parse import LinkExtractor, content_fingerprint, is_html
 from crawler.peers import PeerNetwork
@@ -104,6 +116,8 @@ class Node:
         self._content_seen: set[int] = set()
         self._started = 0.0
         self._cpu0 = 0.0
+        self._workers: list[asyncio.Task] = []
+        self._drain_timer: asyncio.TimerHandle | None = None
 
         c = config
         pol = c.politeness
@@ -114,14 +128,16 @@ class Node:
 
         self.filter = URLFilter(c.filter)
         self.budget = HostBudget(c.filter.max_pages_per_host)
-        self._check_state(fresh)
+        self.resuming = self._check_state(fresh)
         self.due = DiskDUE(self.data_dir / "due", c.due, cache=build_cache(c.due.cache, "due.cache"))
         self.partitioner = Partitioner(self.n_nodes, c.cluster.partition)
         self.splitter_cache = build_cache(c.splitter.cache, "splitter.cache")
         self.splitter = HostSplitter(c.splitter, node_id, self.partitioner, self.splitter_cache, self._send_batch)
         self.peers: PeerNetwork | None = None
         self.termination: Termination | None = None
-        self.frontier = Frontier(c.frontier, c.workers)
+        self.frontier = Frontier(c.frontier, c.workers, directory=self.data_dir / "frontier",
+                                 per_ip=c.politeness.per_ip)
+        self.scorer = self._scorer()
         self.extractor = LinkExtractor(c.parse)
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.registry = CollectorRegistry()
@@ -136,23 +152,67 @@ class Node:
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
 
-    # State a later run must not silently reuse: with it the DUE would call every URL
-    # seen, while the frontier that held them is gone (it is not yet durable).
-    STATE_DIRS = ("due", "peers")
+    # What a later run resumes; --fresh removes it (WARC files and the crawl log stay).
+    STATE_DIRS = ("due", "peers", "frontier")
+    STATE_FILE = "state.json"
 
-    def _check_state(self, fresh: bool) -> None:
+    def _identity(self) -> dict:
+        c = self.config
+        return {"cluster": c.cluster.name, "node": self.node_id, "nodes": self.n_nodes,
+                "partition": c.cluster.partition}
+
+    def _check_state(self, fresh: bool) -> bool:
+        """True when this run resumes an earlier one on data_dir; refuses what is not ours to resume."""
+        state_path = self.data_dir / self.STATE_FILE
         found = [d for d in self.STATE_DIRS if (self.data_dir / d).exists() and any((self.data_dir / d).iterdir())]
+        if fresh:
+            for d in found:
+                shutil.rmtree(self.data_dir / d)
+            state_path.unlink(missing_ok=True)
+            if found:
+                log.warning("node %d: --fresh: removed the earlier crawl's %s under %s", self.node_id,
+                            ", ".join(found), self.data_dir)
+            return False
         if not found:
-            return
-        if not fresh:
-            raise ConfigError(
-                f"{self.source}: crawl.data_dir: {self.data_dir} holds the state of an earlier crawl "
-                f"({', '.join(found)}); resuming it is not supported yet (the frontier is not durable). "
-                f"Run with --fresh to start over (WARC files and the crawl log are kept), or use another data_dir.")
-        for d in found:
-            shutil.rmtree(self.data_dir / d)
-        log.warning("node %d: --fresh: removed the earlier crawl's %s under %s", self.node_id, ", ".join(found),
-                    self.data_dir)
+            return False
+        hint = "Run with --fresh to start over (WARC files and the crawl log are kept), or use another data_dir."
+        where = f"{self.source}: crawl.data_dir: {self.data_dir}"
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{where} holds crawl state ({', '.join(found)}) but no {self.STATE_FILE}: it is not "
+                              f"a crawl this version can resume. {hint}") from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{where}: {state_path.name} is unreadable ({exc}). {hint}") from None
+        mine = self._identity()
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            diff = ", ".join(f"{k} {theirs[k]!r} (now {mine[k]!r})" for k in mine if theirs[k] != mine[k])
+            raise ConfigError(f"{where} holds another crawl: {diff}. {hint}")
+        if state.get("finished"):
+            raise ConfigError(f"{where} holds a crawl that finished at {state.get('finished_at', '?')}; "
+                              f"there is nothing to resume. {hint}")
+        log.warning("node %d: resuming the crawl in %s", self.node_id, self.data_dir)
+        return True
+
+    def _write_state(self, **extra) -> None:
+        state = dict(self._identity(), **extra)
+        path = self.data_dir / self.STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _scorer(self):
+        """The quality source when a policy uses quality; None keeps the hot path free of it."""
+        f = self.config.frontier
+        if f.host_policy not in ("quality", "capability") and f.url_policy != "quality":
+            return None
+        if f.quality == "oracle":
+            try:
+                return OracleScorer(f.quality_file)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{self.source}: frontier.quality_file: {exc}") from None
+        return InlinkScorer(f.inlink_bits)
 
     # --- the pipeline ---------------------------------------------------------------
     def delay_for(self, duration_s: float, crawl_delay_s: float | None) -> float:
@@ -171,6 +231,8 @@ class Node:
             return
         fps, urls = await self.splitter.route(urls, fingerprints(urls))
         if urls:
+            if self.scorer is not None:
+                self.scorer.count(fps)
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)
@@ -178,7 +240,10 @@ class Node:
     def _on_batch(self, peer: int, urls: list[str]) -> None:
         """URLs a peer sends us enter at the DUE, exactly like our local stream."""
         self.urls_received += len(urls)
-        new = self.due.submit(fingerprints(urls), urls)
+        fps = fingerprints(urls)
+        if self.scorer is not None:
+            self.scorer.count(fps)
+        new = self.due.submit(fps, urls)
         if new:
             self.enqueue(new)
 
@@ -186,11 +251,21 @@ class Node:
         await self.peers.send(peer, urls)
 
     def enqueue(self, urls: list[str]) -> None:
-        add, admit = self.frontier.add, self.budget.admit
-        for url in urls:
+        """New URLs (from the DUE) into the frontier, with their quality when a policy uses it."""
+        admit = self.budget.admit
+        scorer = self.scorer
+        if scorer is None:
+            qualities = [0.0] * len(urls)
+        elif isinstance(scorer, OracleScorer):
+            qualities = [scorer.quality_of(u) for u in urls]
+        else:
+            qualities = scorer.qualities(fingerprints(urls))
+        items = []
+        for url, quality in zip(urls, qualities):
             host = host_of(url)
             if admit(host):
-                add(url, host)
+                items.append((url, host, quality))
+        self.frontier.add_many(items)
 
     async def _visit(self, host: str, url: str) -> float:
         """Process one URL whose host we hold; returns the host's next delay."""
@@ -212,6 +287,9 @@ class Node:
         crawl_delay = rules.crawl_delay_s if rules is not None else None
         result = await self.fetcher.fetch(url)
         self.counters.fetches += 1
+        if result.status:
+            connect_s = result.connect_s
+            self.frontier.observe(host, connect_s, result.duration_s - (connect_s or 0.0), result.ip)
         delay = self.delay_for(result.duration_s, crawl_delay)
         if result.status in _RETRY_STATUSES and self._retry(url):
             self.frontier.requeue(host, url)
@@ -338,6 +416,10 @@ class Node:
             delay = self._min_delay
             try:
                 delay = await self._visit(host, url)
+            except asyncio.CancelledError:
+                # The drain timed out mid-fetch: the URL goes back and is fetched after a restart.
+                frontier.requeue(host, url)
+                raise
             except Exception:  # one page must never kill a worker
                 self.counters.worker_errors += 1
                 log.exception("node %d: unexpected error on %s (worker goes on)", self.node_id, url)
@@ -362,6 +444,18 @@ class Node:
             self._stopping = True
             self._stop_reason = reason
             self.frontier.close()
+            if self._workers:
+                self._drain_timer = asyncio.get_running_loop().call_later(
+                    self.config.crawl.drain_timeout_s, self._cut_drain)
+
+    def _cut_drain(self) -> None:
+        """The drain timeout passed: cancel the fetches still running (their URLs are put back)."""
+        running = [t for t in self._workers if not t.done()]
+        if running:
+            log.warning("node %d: %d fetches still running after crawl.drain_timeout_s=%.1f s; cancelled, their "
+                        "URLs stay queued", self.node_id, len(running), self.config.crawl.drain_timeout_s)
+        for task in running:
+            task.cancel()
 
     def _idle(self) -> bool:
         """No work here: nothing queued or in flight, nothing pending in splitter, DUE or peer links."""
@@ -385,9 +479,18 @@ class Node:
         next_progress = loop.time() + progress_every if progress_every else float("inf")
         flush_every_s = self.config.due.flush_interval_s
         last_flush = loop.time()
+        fc = self.config.frontier
+        next_checkpoint = loop.time() + fc.checkpoint_interval_s
+        next_fsync = loop.time() + fc.journal_fsync_s
         while not self._cluster_done.is_set():
             await asyncio.sleep(0.02)
             now = loop.time()
+            if now >= next_checkpoint:
+                next_checkpoint = now + fc.checkpoint_interval_s
+                self.frontier.checkpoint()
+            elif fc.journal_fsync_s and now >= next_fsync:
+                next_fsync = now + fc.journal_fsync_s
+                self.frontier.sync()
             if max_s and now - self._t0 >= max_s:
                 self.stop("max_duration")
             if self.due.pending and (self._inflight == 0 and self.frontier.idle() or
@@ -495,7 +598,12 @@ class Node:
             self.warc.close()
         if self._parse_pool is not None:
             self._parse_pool.shutdown(wait=False, cancel_futures=True)
-        self.due.close()
+        try:
+            # Merge what the DUE still holds so the frontier checkpoint has it (clean stop).
+            self.enqueue(self.due.flush())
+            self.frontier.shutdown()
+        finally:
+            self.due.close()
 
     async def run(self, *, handle_signals: bool = False) -> dict:
         """Crawl until done; returns the summary."""
@@ -509,15 +617,24 @@ class Node:
                 loop.add_signal_handler(sig, self.stop, sig.name)
         background = []
         try:
-            await self.add_seeds()
-            workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
-                       for i in range(self.config.workers)]
+            if self.resuming or self.frontier.resumed:
+                log.warning("node %d: resumed: %d URLs queued on %d hosts, %d fetches were in flight", self.node_id,
+                            self.frontier.queued, self.frontier.active_hosts, self.frontier.counts.resumed_inflight)
+            else:
+                await self.add_seeds()
+            self._write_state(finished=False)
+            workers = self._workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
+                                       for i in range(self.config.workers)]
             background.append(asyncio.create_task(self._watch(), name="watch"))
             background.append(asyncio.create_task(self.splitter.run_timer(), name="splitter-timer"))
             if self.termination is not None and self.node_id == 0:
                 background.append(asyncio.create_task(self.termination.run_coordinator(), name="termination"))
-            await asyncio.gather(*workers)
+            await asyncio.gather(*workers, return_exceptions=True)
+            if self._drain_timer is not None:
+                self._drain_timer.cancel()
             await self._cluster_done.wait()
+            if self._stop_reason == "done":
+                self._write_state(finished=True, finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             self.finished.set()
             await self._linger()
         finally:

@@ -153,6 +153,8 @@ def load(path: str | os.PathLike) -> Config:
     for cache in (config.splitter.cache, config.due.cache):
         if cache.preload_file and not os.path.isabs(cache.preload_file):
             cache.preload_file = str(base / cache.preload_file)
+    if config.frontier.quality_file and not os.path.isabs(config.frontier.quality_file):
+        config.frontier.quality_file = str(base / config.frontier.quality_file)
     if config.cluster.secret_file and not os.path.isabs(config.cluster.secret_file):
         config.cluster.secret_file = str(base / config.cluster.secret_file)
     return config
@@ -179,6 +181,16 @@ def check(config: Config, source: str) -> None:
                               "expected clock, lru, random or static")
         if cache.policy == "static" and not cache.preload_file:
             raise ConfigError(f"{source}: {key}.preload_file: expected a .npy file of fingerprints for policy static, got None")
+    frontier = config.frontier
+    from crawler.frontier.policy import HOST_POLICIES, URL_POLICIES
+    for key, value, allowed in (("host_policy", frontier.host_policy, HOST_POLICIES),
+                                ("url_policy", frontier.url_policy, URL_POLICIES),
+                                ("quality", frontier.quality, ("inlinks", "oracle"))):
+        if value not in allowed:
+            raise ConfigError(f"{source}: frontier.{key}: expected one of {', '.join(allowed)}, got {value!r}")
+    if frontier.quality == "oracle" and not frontier.quality_file:
+        raise ConfigError(f"{source}: frontier.quality_file: expected a file of 'URL<TAB>quality' lines for "
+                          "quality: oracle, got ''")
     for i, seed in enumerate(config.crawl.seeds):
         if not seed.startswith(("http://", "https://")):
             raise ConfigError(f"{source}: crawl.seeds[{i}]: expected an http(s) URL, got {seed!r}")

@@ -61,6 +61,9 @@ class CrawlConfig:
     data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; relative to the config file.")
     max_pages: int = _f(0, "Stop after this many fetches per node; 0 = no limit.", "pages", min=0)
     max_duration_s: float = _f(0.0, "Stop after this long; 0 = no limit.", "s", min=0)
+    drain_timeout_s: float = _f(30.0, "On a clean stop (SIGTERM, SIGINT, a limit), fetches in flight may finish "
+                                      "this long; later ones are cut and their URLs stay queued for the restart.",
+                                "s", min=0)
     user_agent: str = _f("ExampleCrawler/1.0 (+https://example.org/crawler)",
                          "User-Agent header; include a contact URL. Its first word is the robots.txt product token.")
 
@@ -90,6 +93,8 @@ class FetchConfig:
     read_timeout_s: float = _f(30.0, "Time allowed between two reads of the response.", "s", min=0.001)
     total_timeout_s: float = _f(120.0, "Time allowed for one whole fetch.", "s", min=0.001)
     keepalive_s: float = _f(60.0, "How long an idle connection to a host is kept open.", "s", min=0)
+    max_connections: int = _f(64, "Most connections open at once over all hosts (Cao et al. found about 64 before "
+                                  "the CPU saturated); 0 means no cap.", "connections", min=0)
     dns: DnsConfig = _sub(DnsConfig, "Name resolution.")
 
 
@@ -112,12 +117,37 @@ class PolitenessConfig:
     max_retry_after_s: float = _f(3600.0, "Most a 429/503 Retry-After may hold back a host.", "s", min=0)
     default_retry_after_s: float = _f(30.0, "Back-off for a 429/503 that names no Retry-After.", "s", min=0)
     max_retries: int = _f(2, "Times a URL answered 429/503 is queued again before its answer is final.", min=0)
+    per_ip: bool = _f(False, "Also keep one request in flight and the delay per IP address: hosts sharing an "
+                             "address (virtual hosting) share its wait. Known from a host's first fetch on.")
 
 
 @dataclass
 class FrontierConfig:
-    priority_levels: int = _f(3, "Number of front queues (discrete priorities; 0 is highest).", min=1, max=64)
-    back_queues_per_worker: int = _f(3, "Active hosts kept per worker (Mercator: about 3).", min=1)
+    host_policy: str = _f("bfs", "Which allowed host is fetched next: bfs (oldest queued URL first), performance "
+                                 "(expected pages per second R = P/T), quality (best queued URL), capability "
+                                 "(expected quality per second C = quality sum / T). Politeness holds under any policy.")
+    url_policy: str = _f("fifo", "Which URL of a host is fetched next: fifo (arrival order) or quality (best first, "
+                                 "among the host's URLs held in RAM).")
+    quality: str = _f("inlinks", "Where URL quality comes from: inlinks (links to the URL seen so far) or oracle "
+                                 "(frontier.quality_file).")
+    quality_file: str = _f("", "Oracle qualities for quality: oracle: UTF-8 lines 'URL<TAB>quality'; URLs not in it "
+                               "have quality 0.")
+    inlink_bits: int = _f(22, "In-link counters: 2**inlink_bits 4-byte counters indexed by URL fingerprint "
+                              "(16 MiB at 22).", min=8, max=30)
+    ewma_weight: float = _f(0.8, "Weight of the history in the EWMA estimates of connect and response time "
+                                 "(est = w * est + (1 - w) * sample).", min=0, max=1)
+    requests_per_connection: float = _f(50.0, "Requests one connection is assumed to serve for a server not "
+                                              "fetched yet (the P of R = P/T).", "requests", min=1)
+    memory_urls: int = _f(200000, "URLs the frontier keeps in RAM; past it, the queues of the hosts holding most "
+                                  "are spilled to disk segments until half is free.", "URLs", min=1)
+    chunk_urls: int = _f(512, "URLs per spilled chunk (one disk read brings a host's next chunk back).",
+                         "URLs", min=1)
+    checkpoint_interval_s: float = _f(60.0, "Time between frontier checkpoints (a restart replays the journal "
+                                            "written since the last one).", "s", min=0.1)
+    journal_fsync_s: float = _f(1.0, "Time between fsyncs of the frontier journal (what a power cut can take; "
+                                     "a killed process loses nothing).", "s", min=0)
+    resume_wait_s: float = _f(30.0, "After a crash, a host that had a request in flight waits this long before "
+                                    "it is contacted again (the length of the cut request is unknown).", "s", min=0)
 
 
 # --- link handling ----------------------------------------------------------------

@@ -108,6 +108,17 @@ def classify(exc: BaseException) -> str:
     return ""
 
 
+async def _connect_started(session, ctx, params) -> None:
+    """aiohttp trace hook: a new connection is being opened for the request whose FetchResult is the ctx."""
+    ctx.trace_request_ctx.connect_s = -time.monotonic()
+
+
+async def _connect_ended(session, ctx, params) -> None:
+    res = ctx.trace_request_ctx
+    if res.connect_s is not None and res.connect_s < 0:
+        res.connect_s += time.monotonic()
+
+
 class Fetcher:
     """GETs one URL at a time per call, never following redirects, never raising for network trouble."""
 
@@ -142,14 +153,18 @@ class Fetcher:
             connector = aiohttp.TCPConnector(
                 resolver=self._resolver,
                 use_dns_cache=False,
-                limit=0,                                  # unlimited: the frontier limits per host
+                limit=cfg.max_connections,                # 0: no cap; per host the frontier allows one
                 limit_per_host=0,
                 force_close=not keepalive,
                 keepalive_timeout=cfg.keepalive_s if keepalive else None,
                 local_addr=(self._source_address, 0) if self._source_address else None,
             )
+            trace = aiohttp.TraceConfig()
+            trace.on_connection_create_start.append(_connect_started)
+            trace.on_connection_create_end.append(_connect_ended)
             self._session = aiohttp.ClientSession(
                 connector=connector,
+                trace_configs=[trace],
                 timeout=aiohttp.ClientTimeout(total=None, connect=None,
                                               sock_connect=cfg.connect_timeout_s,
                                               sock_read=cfg.read_timeout_s),
@@ -237,7 +252,7 @@ class Fetcher:
     async def _exchange(self, session: aiohttp.ClientSession, yurl: URL, res: FetchResult, transfer: _Transfer,
                         limit: int, decoded_limit: int) -> None:
         """Send the request and read the response into `res` and `transfer`."""
-        async with session.get(yurl, allow_redirects=False) as resp:
+        async with session.get(yurl, allow_redirects=False, trace_request_ctx=res) as resp:
             self._take_head(resp, res, transfer)
             codings = parse_codings(resp.headers.get("Content-Encoding"))
             if codings is None:
@@ -319,6 +334,8 @@ class Fetcher:
     def _done(self, res: FetchResult, t0: float) -> FetchResult:
         """Stamp the duration and count the fetch."""
         res.duration_s = time.monotonic() - t0
+        if res.connect_s is not None and res.connect_s < 0:      # the connection never opened
+            res.connect_s = None
         self._fetches += 1
         self._by_reason[res.reason] = self._by_reason.get(res.reason, 0) + 1
         status_class = f"{res.status // 100}xx" if res.status else "none"

@@ -75,5 +75,6 @@ class FetchResult:
     ip: str | None = None                           # address connected to
     started: float = 0.0                            # time.time() at start
     duration_s: float = 0.0                         # monotonic duration of the whole fetch
+    connect_s: float | None = None                  # opening a new connection (DNS included); None: reused
     request_headers: list[tuple[str, str]] = ()     # request headers as sent
     detail: str = ""                                # human-readable cause of a failure, for logs

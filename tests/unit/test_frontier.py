@@ -46,19 +46,22 @@ async def test_reactivated_host_keeps_its_wait():
     assert loop.time() - t0 >= 0.09
 
 
-async def test_active_hosts_bounded_and_refilled_from_front_queues():
-    f = Frontier(FrontierConfig(back_queues_per_worker=1), workers=2)   # at most 2 active hosts
-    for h in "abcd":
-        for i in range(2):
+async def test_spilled_queues_come_back_in_order_and_ram_stays_bounded():
+    """Past memory_urls, queues go to disk chunks; every URL still comes out once, FIFO per host."""
+    f = Frontier(FrontierConfig(memory_urls=40, chunk_urls=8), workers=2)
+    for i in range(50):
+        for h in "abcd":
             f.add(f"http://{h}/{i}", h)
-    assert f.active_hosts == 2
-    seen = []
-    for _ in range(8):
+        assert f.stats()["ram_urls"] <= 40
+    assert f.stats()["spilled_urls"] > 0 and f.queued == 200
+    seen: dict[str, list[int]] = {h: [] for h in "abcd"}
+    for _ in range(200):
         host, url = await asyncio.wait_for(f.get(), 1)
-        seen.append(url)
+        seen[host].append(int(url.rsplit("/", 1)[1]))
         f.release(host, 0.0)
-    assert sorted(seen) == sorted(f"http://{h}/{i}" for h in "abcd" for i in range(2))
-    assert f.idle()
+    assert all(v == list(range(50)) for v in seen.values())
+    assert f.idle() and f.stats()["loaded_urls"] == f.stats()["spilled_urls"]
+    f.shutdown()
 
 
 async def test_requeue_puts_url_first():

@@ -1,0 +1,689 @@
+"""The frontier proper: per-host queues, politeness timing, two-level scheduling, durability.
+
+Every host with queued URLs has one `Host`: its queue is a heap `head` in RAM
+(ordered by the URL policy), then `chunks` spilled to segment files, then a
+RAM `tail` that new URLs join once anything is spilled (so arrival order is
+kept across the three). A host is in exactly one state:
+
+    IDLE     nothing queued (remembered a while for its next-contact time)
+    WAITING  queued, on the `_waiting` heap until its next-contact time
+    READY    queued and allowed now, on the `_ready` heap ranked by the host policy
+    BUSY     a worker holds it: no other request to it can start
+    BLOCKED  per-IP politeness: another host on its address is busy
+
+Heap entries carry the host's version; any state change bumps it, so stale
+entries are skipped when popped (lazy deletion). Politeness is the state
+machine: a host is handed out only from READY, and only after its time; the
+policy only orders hosts that are already allowed.
+
+When the URLs held in RAM pass `memory_urls`, the hosts holding most are
+spilled (head and tail written as chunks) until half the budget is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from crawler.config.schema import FrontierConfig
+from crawler.frontier.journal import (
+    HostRecord,
+    Journal,
+    journals_from,
+    latest_checkpoint,
+    read_checkpoint,
+    read_journal,
+    remove_before,
+    write_checkpoint,
+)
+from crawler.frontier.policy import GlobalEstimates, HostPolicy, HostStats, HostView, url_key
+from crawler.frontier.segments import ChunkError, ChunkRef, SegmentStore
+
+log = logging.getLogger(__name__)
+
+IDLE, WAITING, READY, BUSY, BLOCKED = range(5)
+FIRST = float("-inf")            # head key of a URL put back: it is taken next
+FORGET_EVERY = 4096              # releases between sweeps of idle hosts
+
+
+@dataclass(slots=True)
+class FrontierStats:
+    added: int = 0
+    dispatched: int = 0
+    requeued: int = 0
+    spilled_urls: int = 0
+    loaded_urls: int = 0
+    chunk_errors: int = 0
+    lost_urls: int = 0
+    done_skipped: int = 0
+    checkpoints: int = 0
+    checkpoint_seconds: float = 0.0
+    recovered_urls: int = 0
+    resumed_inflight: int = 0
+    blocked_by_ip: int = 0
+
+
+class Host:
+    __slots__ = ("name", "head", "chunks", "tail", "tail_qmax", "queued", "qsum", "ready_at", "state", "version",
+                 "stats", "ip", "inflight")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.head: list[tuple[float, int, float, str]] = []     # heap of (key, seq, quality, url)
+        self.chunks: deque[ChunkRef] = deque()
+        self.tail: list[tuple[int, float, str]] = []
+        self.tail_qmax = 0.0
+        self.queued = 0
+        self.qsum = 0.0
+        self.ready_at = 0.0            # monotonic time it may next be contacted
+        self.state = IDLE
+        self.version = 0
+        self.stats: HostStats | None = None
+        self.ip: str | None = None
+        self.inflight: tuple[int, float, str] | None = None
+
+    @property
+    def ram(self) -> int:
+        return len(self.head) + len(self.tail)
+
+    def oldest_seq(self, fifo: bool) -> int:
+        if fifo:
+            seqs = [self.head[0][1]] if self.head else []
+        else:
+            seqs = [min(e[1] for e in self.head)] if self.head else []
+        if self.chunks:
+            seqs.append(min(c.first_seq for c in self.chunks))
+        if self.tail:
+            seqs.append(self.tail[0][0])
+        return min(seqs) if seqs else 0
+
+    def quality_max(self, fifo: bool) -> float:
+        """Best queued quality. In a quality-keyed heap the best is the root or, when the root is
+        a URL put back first, one of its two children; a FIFO-keyed head is scanned."""
+        head = self.head if fifo else self.head[:3]
+        best = max((e[2] for e in head), default=0.0)
+        if self.chunks:
+            best = max(best, max(c.qmax for c in self.chunks))
+        return max(best, self.tail_qmax) if self.tail else best
+
+
+@dataclass(slots=True)
+class _Address:
+    """Per-IP politeness: hosts sharing an address share its wait and its one request in flight."""
+    busy: str | None = None
+    next_ok: float = 0.0
+    blocked: list[str] | None = None
+
+
+class Frontier:
+    """Politeness-aware, policy-ranked, disk-spilling, restartable URL frontier."""
+
+    def __init__(self, config: FrontierConfig, workers: int, *, directory: str | Path | None = None,
+                 per_ip: bool = False) -> None:
+        self.config = config
+        self.workers = workers
+        self._per_ip = per_ip
+        self._chunk = config.chunk_urls
+        self._memory_urls = config.memory_urls
+        self._weight = config.ewma_weight
+        self._estimates = GlobalEstimates()
+        self.policy = HostPolicy(config.host_policy, requests_per_connection=config.requests_per_connection,
+                                 estimates=self._estimates)
+        self._bfs = config.host_policy == "bfs"
+        self._key = url_key(config.url_policy)
+        self._fifo = config.url_policy == "fifo"
+        self._hosts: dict[str, Host] = {}
+        self._addresses: dict[str, _Address] = {}
+        self._waiting: list[tuple[float, int, str]] = []
+        self._ready: list[tuple[float, int, str]] = []
+        self._version = 0
+        self._seq = 0
+        self._ram = 0
+        self._nonempty = 0
+        self._busy = 0
+        self._releases = 0
+        self._done: set[str] = set()
+        self.queued = 0
+        self.counts = FrontierStats()
+        self._waiters: deque[asyncio.Future] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Durability.
+        self.directory = Path(directory) if directory is not None else None
+        self.resumed = False
+        self._gen = 0
+        self._journal: Journal | None = None
+        self._store: SegmentStore | None = None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._restore()
+        else:
+            import tempfile
+            self._tmp = tempfile.TemporaryDirectory(prefix="frontier-")
+            self._store = SegmentStore(Path(self._tmp.name))
+
+    # --- time ---------------------------------------------------------------------------
+    def _now(self) -> float:
+        """The real monotonic clock, not loop.time(): uvloop's loop time is cached per loop
+        iteration and can lag by a whole iteration, which would let a host go early."""
+        return time.monotonic()
+
+    # --- adding -----------------------------------------------------------------------------
+    def add(self, url: str, host: str, quality: float = 0.0) -> None:
+        """Queue one new URL (the DUE has already said it is new)."""
+        self.add_many([(url, host, quality)])
+
+    def add_many(self, items: list[tuple[str, str, float]]) -> None:
+        """Queue new URLs: (url, host, quality) each; one journal write for all. Hot path."""
+        if not items:
+            return
+        rows = []
+        seq = self._seq
+        for url, host, quality in items:
+            rows.append((seq, quality, host, url))
+            self._insert(host, seq, quality, url)
+            seq += 1
+        self._seq = seq
+        self.counts.added += len(items)
+        if self._journal is not None:
+            self._journal.added(rows)
+        if self._ram > self._memory_urls:
+            self._spill()
+        self._dispatch()
+
+    def _insert(self, name: str, seq: int, quality: float, url: str) -> None:
+        h = self._hosts.get(name)
+        if h is None:
+            h = self._hosts[name] = Host(name)
+        if not h.chunks and not h.tail and len(h.head) < self._chunk:
+            heapq.heappush(h.head, (self._key(seq, quality), seq, quality, url))
+        else:
+            h.tail.append((seq, quality, url))
+            if quality > h.tail_qmax:
+                h.tail_qmax = quality
+        if not h.queued:
+            self._nonempty += 1
+        h.queued += 1
+        h.qsum += quality
+        self.queued += 1
+        self._ram += 1
+        if h.state == IDLE:
+            self._schedule(h)
+        elif h.state == READY and not self._bfs:
+            self._push_ready(h)            # its score changed
+
+    def requeue(self, host: str, url: str) -> None:
+        """Put the URL a worker holds back at the head of its host's queue: it is fetched next."""
+        h = self._hosts[host]
+        assert h.state == BUSY, host
+        seq, quality, held = h.inflight if h.inflight is not None and h.inflight[2] == url else (self._seq, 0.0, url)
+        h.inflight = None
+        heapq.heappush(h.head, (FIRST, seq, quality, url))
+        if not h.queued:
+            self._nonempty += 1
+        h.queued += 1
+        h.qsum += quality
+        self.queued += 1
+        self._ram += 1
+        self.counts.requeued += 1
+
+    # --- scheduling ---------------------------------------------------------------------------
+    def _bump(self, h: Host) -> int:
+        self._version += 1
+        h.version = self._version
+        return h.version
+
+    def _schedule(self, h: Host) -> None:
+        """An idle or unblocked host with queued URLs waits for its time (and its address's)."""
+        at = h.ready_at
+        if self._per_ip and h.ip is not None:
+            addr = self._addresses.get(h.ip)
+            if addr is not None and addr.next_ok > at:
+                at = addr.next_ok
+        h.state = WAITING
+        heapq.heappush(self._waiting, (at, self._bump(h), h.name))
+
+    def _push_ready(self, h: Host) -> None:
+        h.state = READY
+        if self._bfs:
+            score = -float(h.oldest_seq(self._fifo))
+        else:
+            score = self.policy.score(HostView(h.oldest_seq(self._fifo), h.queued, h.qsum,
+                                               h.quality_max(self._fifo), h.stats or _NO_STATS))
+        heapq.heappush(self._ready, (-score, self._bump(h), h.name))
+
+    def _promote(self, now: float) -> None:
+        waiting, hosts = self._waiting, self._hosts
+        while waiting and waiting[0][0] <= now:
+            _, version, name = heapq.heappop(waiting)
+            h = hosts.get(name)
+            if h is not None and h.version == version and h.state == WAITING:
+                self._push_ready(h)
+
+    def _pick(self) -> tuple[str, str] | None:
+        """The best ready host's next URL, the host now BUSY; None when no host may go now."""
+        now = self._now()
+        self._promote(now)
+        ready, hosts = self._ready, self._hosts
+        while ready:
+            _, version, name = heapq.heappop(ready)
+            h = hosts.get(name)
+            if h is None or h.version != version or h.state != READY:
+                continue
+            if self._per_ip and h.ip is not None and not self._address_allows(h, now):
+                continue
+            url = self._take(h)
+            if url is None:
+                continue
+            return name, url
+        return None
+
+    def _address_allows(self, h: Host, now: float) -> bool:
+        addr = self._addresses.get(h.ip)
+        if addr is None:
+            return True
+        if addr.busy is not None and addr.busy != h.name:
+            h.state = BLOCKED
+            self._bump(h)
+            if addr.blocked is None:
+                addr.blocked = []
+            addr.blocked.append(h.name)
+            self.counts.blocked_by_ip += 1
+            return False
+        if addr.next_ok > now:
+            h.ready_at = max(h.ready_at, addr.next_ok)
+            self._schedule(h)
+            return False
+        return True
+
+    def _take(self, h: Host) -> str | None:
+        done = self._done
+        while True:
+            if not h.head and not self._refill(h):
+                self._emptied(h)
+                return None
+            _, seq, quality, url = heapq.heappop(h.head)
+            h.queued -= 1
+            h.qsum -= quality
+            self.queued -= 1
+            self._ram -= 1
+            if not h.queued:
+                self._nonempty -= 1
+            if done and url in done:
+                done.discard(url)
+                self.counts.done_skipped += 1
+                continue
+            break
+        h.state = BUSY
+        self._bump(h)
+        h.inflight = (seq, quality, url)
+        self._busy += 1
+        if self._per_ip and h.ip is not None:
+            self._addresses.setdefault(h.ip, _Address()).busy = h.name
+        self.counts.dispatched += 1
+        if self._journal is not None:
+            self._journal.started(h.name, url)
+        return url
+
+    def _emptied(self, h: Host) -> None:
+        h.state = IDLE
+        self._bump(h)
+        h.qsum = 0.0
+
+    def _refill(self, h: Host) -> bool:
+        """Move the next run of the host's queue into its head: a chunk from disk, else the tail."""
+        key = self._key
+        while h.chunks:
+            ref = h.chunks.popleft()
+            try:
+                entries = self._store.read(ref)
+            except (ChunkError, OSError) as exc:
+                log.error("frontier: %s: %d URLs of host %s are lost: %s", self._store.directory, ref.count,
+                          h.name, exc)
+                self.counts.chunk_errors += 1
+                self.counts.lost_urls += ref.count
+                h.queued -= ref.count
+                h.qsum -= ref.qsum
+                self.queued -= ref.count
+                if not h.queued:
+                    self._nonempty -= 1
+                continue
+            h.head = [(key(seq, q), seq, q, url) for seq, q, url in entries]
+            heapq.heapify(h.head)
+            self._ram += len(entries)
+            self.counts.loaded_urls += len(entries)
+            return True
+        if h.tail:
+            h.head = [(key(seq, q), seq, q, url) for seq, q, url in h.tail]
+            heapq.heapify(h.head)
+            h.tail = []
+            h.tail_qmax = 0.0
+            return True
+        return False
+
+    # --- taking and giving back -------------------------------------------------------------------
+    async def get(self) -> tuple[str, str] | None:
+        """Wait for a URL whose host may be contacted now: (host, url), or None once closed."""
+        if self._closed:
+            return None
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        if not self._waiters:
+            item = self._pick()
+            if item is not None:
+                return item
+        fut = self._loop.create_future()
+        self._waiters.append(fut)
+        self._dispatch()
+        return await fut
+
+    def observe(self, host: str, connect_s: float | None, response_s: float, ip: str | None) -> None:
+        """One fetch's timings (EWMA estimates for the policies) and the address it went to."""
+        h = self._hosts.get(host)
+        if h is None:
+            return
+        before = None
+        if h.stats is None:
+            h.stats = HostStats()
+        else:
+            before = HostStats(h.stats.connect_s, h.stats.response_s)
+        h.stats.observe(connect_s, response_s, self._weight)
+        self._estimates.replace(before, h.stats)
+        if ip and self._per_ip and h.ip != ip:
+            h.ip = ip
+            addr = self._addresses.setdefault(ip, _Address())
+            if addr.busy is None and h.state == BUSY:
+                addr.busy = h.name
+
+    def release(self, host: str, delay_s: float) -> None:
+        """The host's request is done; it may be contacted again after `delay_s`."""
+        h = self._hosts[host]
+        now = self._now()
+        ready_at = now + delay_s
+        if ready_at > h.ready_at:
+            h.ready_at = ready_at
+        url = h.inflight[2] if h.inflight is not None else ""
+        h.inflight = None
+        self._busy -= 1
+        if self._journal is not None:
+            wall = time.time() + (h.ready_at - now) if h.ready_at > now else 0.0
+            self._journal.finished(host, wall, url)
+        if self._per_ip and h.ip is not None:
+            self._release_address(h)
+        if h.queued:
+            self._schedule(h)
+        else:
+            self._emptied(h)
+        self._releases += 1
+        if self._releases % FORGET_EVERY == 0:
+            self._forget_idle(now)
+        self._dispatch()
+
+    def _release_address(self, h: Host) -> None:
+        addr = self._addresses.get(h.ip)
+        if addr is None:
+            return
+        if addr.busy == h.name:
+            addr.busy = None
+        if h.ready_at > addr.next_ok:
+            addr.next_ok = h.ready_at
+        if addr.blocked:
+            blocked, addr.blocked = addr.blocked, None
+            for name in blocked:
+                b = self._hosts.get(name)
+                if b is not None and b.state == BLOCKED:
+                    self._schedule(b)
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop idle hosts whose wait is over (bounds the host table to hosts that matter)."""
+        gone = [name for name, h in self._hosts.items() if h.state == IDLE and not h.queued and h.ready_at <= now]
+        for name in gone:
+            del self._hosts[name]
+        if self._per_ip:
+            for ip in [ip for ip, a in self._addresses.items() if a.busy is None and not a.blocked and a.next_ok <= now]:
+                del self._addresses[ip]
+
+    def _dispatch(self) -> None:
+        """Hand ready hosts to waiting workers, in arrival order; arm the timer for the next one."""
+        waiters = self._waiters
+        while True:
+            while waiters and waiters[0].done():
+                waiters.popleft()
+            if not waiters:
+                return
+            item = self._pick()
+            if item is None:
+                break
+            waiters.popleft().set_result(item)       # nothing runs between the check and this
+        if self._waiting:
+            self._arm(self._waiting[0][0])
+
+    def _arm(self, at: float) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        # A timer that fires early (the loop's clock is coarse) only re-arms: _pick checks real time.
+        self._timer = self._loop.call_later(max(at - time.monotonic(), 0.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self._dispatch()
+
+    def close(self) -> None:
+        """Wake every waiting worker with None; later get() calls return None."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    # --- spilling ---------------------------------------------------------------------------------
+    def _spill(self) -> None:
+        """Write the RAM queues of the hosts holding most to disk until half the budget is free."""
+        target = self._memory_urls // 2
+        for h in sorted(self._hosts.values(), key=lambda h: h.ram, reverse=True):
+            if self._ram <= target or h.ram == 0:
+                break
+            self._spill_host(h)
+
+    def _spill_host(self, h: Host) -> None:
+        keep = [e for e in h.head if e[0] == FIRST]
+        run = sorted(e for e in h.head if e[0] != FIRST)
+        front = [self._store.write([(seq, q, url) for _, seq, q, url in run[i:i + self._chunk]])
+                 for i in range(0, len(run), self._chunk)]
+        back = [self._store.write(h.tail[i:i + self._chunk]) for i in range(0, len(h.tail), self._chunk)]
+        moved = len(run) + len(h.tail)
+        h.chunks.extendleft(reversed(front))
+        h.chunks.extend(back)
+        h.head = keep
+        h.tail = []
+        h.tail_qmax = 0.0
+        self._ram -= moved
+        self.counts.spilled_urls += moved
+
+    # --- durability ---------------------------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """Write the whole frontier as checkpoint g+1 and start journal g+1; older files go."""
+        if self.directory is None:
+            return
+        t0 = time.perf_counter()
+        gen = self._gen + 1
+        old = self._journal
+        self._journal = Journal(self.directory, gen)
+        if old is not None:
+            old.close()
+        self._store.sync()
+        referenced: set[int] = set()
+        mono, wall = self._now(), time.time()
+
+        def records():
+            for h in self._hosts.values():
+                if not h.queued and h.inflight is None and h.ready_at <= mono:
+                    continue
+                ram = [[seq, q, url, 1 if key == FIRST else 0] for key, seq, q, url in sorted(h.head)]
+                ram += [[seq, q, url, 0] for seq, q, url in h.tail]
+                inflight = None
+                if h.inflight is not None:
+                    seq, q, url = h.inflight
+                    ram.insert(0, [seq, q, url, 1])
+                    inflight = url
+                for c in h.chunks:
+                    referenced.add(c.seg)
+                stats = None
+                if h.stats is not None:
+                    s = h.stats
+                    stats = [s.connect_s, s.response_s, s.fetches, s.connections]
+                yield HostRecord(h.name, wall + (h.ready_at - mono) if h.ready_at > mono else 0.0, h.ip, stats,
+                                 [c.as_list() for c in h.chunks], ram, inflight)
+
+        write_checkpoint(self.directory, gen, self._seq, sorted(self._done), records())
+        self._store.pin(referenced)
+        remove_before(self.directory, gen)
+        self._gen = gen
+        self.counts.checkpoints += 1
+        self.counts.checkpoint_seconds += time.perf_counter() - t0
+
+    def sync(self) -> None:
+        """fsync the journal (bounds what a power cut can take)."""
+        if self._journal is not None:
+            self._journal.sync()
+
+    def shutdown(self) -> None:
+        """Final checkpoint (when durable) and close the files."""
+        if self.directory is not None:
+            self.checkpoint()
+            self._journal.close()
+        self._store.close()
+
+    def _restore(self) -> None:
+        """Rebuild from the newest checkpoint and the journals after it (see journal.py)."""
+        directory = self.directory
+        path = latest_checkpoint(directory)
+        mono, wall = self._now(), time.time()
+        crashed: dict[str, str] = {}
+        if path is not None:
+            cp = read_checkpoint(path)
+            self._gen = cp.gen
+            self._seq = cp.seq
+            self._done = set(cp.done)
+            live: dict[int, int] = {}
+            for rec in cp.hosts:
+                for row in rec.chunks:
+                    live[int(row[0])] = live.get(int(row[0]), 0) + 1
+            self._store = SegmentStore(directory, referenced=live)
+            for rec in cp.hosts:
+                self._load_host(rec, mono, wall)
+                if rec.inflight:
+                    crashed[rec.name] = rec.inflight
+        else:
+            self._store = SegmentStore(directory)
+        replayed = 0
+        for journal in journals_from(directory, self._gen):
+            for rec in read_journal(journal):
+                kind = rec[0]
+                if kind == "a" and len(rec) == 5:
+                    seq = int(rec[1])
+                    self._insert(rec[3], seq, float(rec[2]), rec[4])
+                    self._seq = max(self._seq, seq + 1)
+                    self.counts.added += 1
+                    replayed += 1
+                elif kind == "s" and len(rec) == 3:
+                    crashed[rec[1]] = rec[2]
+                elif kind == "d" and len(rec) == 4:
+                    crashed.pop(rec[1], None)
+                    h = self._hosts.get(rec[1])
+                    next_wall = float(rec[2])
+                    if h is not None and next_wall > wall:
+                        h.ready_at = max(h.ready_at, mono + next_wall - wall)
+                    if rec[3]:
+                        self._done.add(rec[3])
+                if self._ram > self._memory_urls:
+                    self._spill()
+        wait = self.config.resume_wait_s
+        for name in crashed:
+            h = self._hosts.get(name)
+            if h is not None:
+                h.ready_at = max(h.ready_at, mono + wait)
+                if h.state == WAITING:
+                    self._schedule(h)
+        self.counts.resumed_inflight = len(crashed)
+        self.counts.recovered_urls = self.queued
+        self.resumed = path is not None or replayed > 0
+        if self.resumed:
+            log.info("frontier: resumed %d URLs on %d hosts from %s (%d journal records, %d fetches were in flight)",
+                     self.queued, self._nonempty, directory, replayed, len(crashed))
+        self.checkpoint()
+
+    def _load_host(self, rec: HostRecord, mono: float, wall: float) -> None:
+        h = self._hosts.get(rec.name)
+        if h is None:
+            h = self._hosts[rec.name] = Host(rec.name)
+        if rec.next_ok_wall > wall:
+            h.ready_at = mono + rec.next_ok_wall - wall
+        h.ip = rec.ip
+        if rec.stats:
+            c, r, fetches, connections = rec.stats
+            h.stats = HostStats(c, r, int(fetches), int(connections))
+            self._estimates.replace(None, h.stats)
+        key = self._key
+        for seq, q, url, first in rec.ram:
+            heapq.heappush(h.head, (FIRST if first else key(seq, q), seq, q, url))
+            h.qsum += q
+        h.queued += len(rec.ram)
+        self._ram += len(rec.ram)
+        for row in rec.chunks:
+            ref = ChunkRef.from_list(row)
+            h.chunks.append(ref)
+            h.queued += ref.count
+            h.qsum += ref.qsum
+        self.queued += h.queued
+        if h.queued:
+            self._nonempty += 1
+            self._schedule(h)
+
+    # --- state ------------------------------------------------------------------------------------
+    @property
+    def busy_hosts(self) -> int:
+        return self._busy
+
+    @property
+    def active_hosts(self) -> int:
+        """Hosts with queued URLs."""
+        return self._nonempty
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing being fetched."""
+        return self.queued == 0 and not self._busy
+
+    def stats(self) -> dict:
+        out = {
+            "queued": self.queued,
+            "ram_urls": self._ram,
+            "disk_urls": self.queued - self._ram,
+            "hosts": self._nonempty,
+            "known_hosts": len(self._hosts),
+            "busy_hosts": self._busy,
+            "segments_bytes_written": self._store.bytes_written if self._store else 0,
+            "journal_bytes": self._journal.bytes if self._journal else 0,
+            "done_pending": len(self._done),
+        }
+        out.update(asdict(self.counts))
+        return out
+
+
+_NO_STATS = HostStats()

@@ -1,0 +1,204 @@
+"""Append-only segment files holding the parts of host queues that do not fit in RAM.
+
+A spilled run of one host's queue is a *chunk*: one record in the current
+segment file, found again by its `ChunkRef` (segment, offset, length) and
+summarised by it (count, best and summed quality, first sequence number) so
+the scheduling policies can rank a host without reading its chunks back.
+
+    record = header (magic, count, payload bytes, crc32 of payload)
+             payload: "seq<TAB>quality<TAB>url\n" per URL, UTF-8
+
+Segments are never rewritten. A segment is deleted when no host queue holds
+a chunk in it any more and the latest checkpoint does not name it either
+(`pin`): after a crash, recovery reads the checkpoint's chunks, so those
+segments must outlive every chunk consumed since. Reads are one `pread` of
+a few tens of KB, synchronous on the event loop (cheaper than a thread hop,
+and usually served from the page cache since the chunk was written recently
+or read ahead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RECORD_HEAD = struct.Struct("<IIII")       # magic, count, payload bytes, crc32
+RECORD_MAGIC = 0x4B4E4843                  # "CHNK"
+SEGMENT_NAME = re.compile(r"^seg-(\d{10})\.dat$")
+DEFAULT_SEGMENT_BYTES = 64 << 20
+
+Entry = tuple[int, float, str]             # (sequence number, quality, URL)
+
+
+class ChunkError(Exception):
+    """A chunk could not be read back intact (truncated file, bad CRC)."""
+
+
+@dataclass(slots=True)
+class ChunkRef:
+    seg: int
+    offset: int
+    length: int
+    count: int
+    qmax: float
+    qsum: float
+    first_seq: int          # the oldest sequence number in the chunk (bfs ranks hosts by it)
+
+    def as_list(self) -> list:
+        return [self.seg, self.offset, self.length, self.count, self.qmax, self.qsum, self.first_seq]
+
+    @classmethod
+    def from_list(cls, row: list) -> ChunkRef:
+        seg, offset, length, count, qmax, qsum, first_seq = row
+        return cls(int(seg), int(offset), int(length), int(count), float(qmax), float(qsum), int(first_seq))
+
+
+def segment_path(directory: Path, number: int) -> Path:
+    return directory / f"seg-{number:010d}.dat"
+
+
+def existing_segments(directory: Path) -> dict[int, Path]:
+    found = {}
+    for path in directory.iterdir():
+        m = SEGMENT_NAME.match(path.name)
+        if m:
+            found[int(m.group(1))] = path
+    return found
+
+
+class SegmentStore:
+    """Writes chunks to the current segment, reads them back, deletes segments nobody needs."""
+
+    def __init__(self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 referenced: dict[int, int] | None = None) -> None:
+        """`referenced`: live chunk count per segment named by the checkpoint being restored;
+        every other segment file is left over from after that checkpoint and is deleted."""
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._segment_bytes = segment_bytes
+        self._live: dict[int, int] = dict(referenced or {})
+        self._pinned: set[int] = set(self._live)
+        self._fds: dict[int, int] = {}
+        self._dirty: set[int] = set()
+        found = existing_segments(directory)
+        for number, path in found.items():
+            if number not in self._live:
+                path.unlink()
+        missing = set(self._live) - set(found)
+        if missing:
+            raise ChunkError(f"{directory}: the checkpoint names segments that are missing: {sorted(missing)}")
+        self._current = max(found, default=0) + 1
+        self._current_size = 0
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self.chunks_written = 0
+        self.chunks_read = 0
+
+    # --- writing ------------------------------------------------------------
+    def write(self, entries: list[Entry]) -> ChunkRef:
+        """Append one chunk (a run of one host's queue, in order); returns where it is."""
+        payload = "".join(f"{seq}\t{q!r}\t{url}\n" for seq, q, url in entries).encode("utf-8", "surrogatepass")
+        record = RECORD_HEAD.pack(RECORD_MAGIC, len(entries), len(payload), zlib.crc32(payload)) + payload
+        if self._current_size and self._current_size + len(record) > self._segment_bytes:
+            self._seal()
+        seg = self._current
+        fd = self._fd(seg, create=True)
+        offset = self._current_size
+        written = os.pwrite(fd, record, offset)
+        if written != len(record):
+            raise OSError(f"short write to {segment_path(self.directory, seg)}: {written} of {len(record)} bytes")
+        self._current_size += written
+        self._dirty.add(seg)
+        self._live[seg] = self._live.get(seg, 0) + 1
+        self.bytes_written += written
+        self.chunks_written += 1
+        qs = [q for _, q, _ in entries]
+        return ChunkRef(seg, offset, len(record), len(entries), max(qs), sum(qs), min(seq for seq, _, _ in entries))
+
+    def _seal(self) -> None:
+        seg = self._current
+        self._current += 1
+        self._current_size = 0
+        if self._live.get(seg, 0) == 0:
+            self._delete(seg)
+
+    # --- reading ------------------------------------------------------------
+    def read(self, ref: ChunkRef) -> list[Entry]:
+        """The chunk's entries; the chunk is consumed (its segment may go once nothing else needs it)."""
+        fd = self._fd(ref.seg, create=False)
+        record = os.pread(fd, ref.length, ref.offset)
+        if len(record) != ref.length:
+            raise ChunkError(f"segment {ref.seg}: chunk at {ref.offset} is truncated")
+        magic, count, size, crc = RECORD_HEAD.unpack_from(record)
+        payload = record[RECORD_HEAD.size:]
+        if magic != RECORD_MAGIC or count != ref.count or size != len(payload) or zlib.crc32(payload) != crc:
+            raise ChunkError(f"segment {ref.seg}: chunk at {ref.offset} is corrupt")
+        entries = []
+        for line in payload.decode("utf-8", "surrogatepass").splitlines():
+            seq, q, url = line.split("\t", 2)
+            entries.append((int(seq), float(q), url))
+        self.bytes_read += len(record)
+        self.chunks_read += 1
+        self.release(ref)
+        return entries
+
+    def release(self, ref: ChunkRef) -> None:
+        live = self._live.get(ref.seg, 0) - 1
+        self._live[ref.seg] = live
+        if live <= 0 and ref.seg != self._current and ref.seg not in self._pinned:
+            self._delete(ref.seg)
+
+    # --- checkpoints ----------------------------------------------------------
+    def pin(self, segments: set[int]) -> None:
+        """The new checkpoint names these segments; segments only the old one named may go."""
+        old, self._pinned = self._pinned, set(segments)
+        for seg in old - self._pinned:
+            if self._live.get(seg, 0) <= 0 and seg != self._current:
+                self._delete(seg)
+
+    def sync(self) -> None:
+        """fsync every segment written since the last call (before a checkpoint names them)."""
+        for seg in list(self._dirty):
+            fd = self._fds.get(seg)
+            if fd is not None:
+                os.fsync(fd)
+        self._dirty.clear()
+
+    # --- files ------------------------------------------------------------------
+    def _fd(self, seg: int, *, create: bool) -> int:
+        fd = self._fds.get(seg)
+        if fd is None:
+            flags = os.O_RDWR | (os.O_CREAT if create else 0)
+            fd = os.open(segment_path(self.directory, seg), flags, 0o644)
+            self._fds[seg] = fd
+        return fd
+
+    def _delete(self, seg: int) -> None:
+        fd = self._fds.pop(seg, None)
+        if fd is not None:
+            os.close(fd)
+        self._live.pop(seg, None)
+        self._dirty.discard(seg)
+        try:
+            segment_path(self.directory, seg).unlink()
+        except FileNotFoundError:
+            pass
+
+    @property
+    def segments(self) -> int:
+        return len(existing_segments(self.directory))
+
+    def disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in existing_segments(self.directory).values())
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
