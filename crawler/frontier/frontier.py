@@ -148,6 +148,8 @@ class Frontier:
         self._busy = 0
         self._releases = 0
         self._done: set[str] = set()
+        self._unconfirmed: deque[tuple[str, int, float, str]] = deque()     # (host, seq, quality, url)
+        self._confirmed = 0
         self.queued = 0
         self.counts = FrontierStats()
         self._waiters: deque[asyncio.Future] = deque()
@@ -402,14 +404,24 @@ class Frontier:
             if addr.busy is None and h.state == BUSY:
                 addr.busy = h.name
 
-    def release(self, host: str, delay_s: float) -> None:
-        """The host's request is done; it may be contacted again after `delay_s`."""
+    def release(self, host: str, delay_s: float, *, confirmed: bool = True) -> None:
+        """The host's request is done; it may be contacted again after `delay_s`.
+
+        `confirmed=False`: the URL is done but what it led to is not durable
+        yet (links still on their way to peers); it counts as done only after
+        `confirm()`, and a crash before that fetches it again.
+        """
         h = self._hosts[host]
         now = self._now()
         ready_at = now + delay_s
         if ready_at > h.ready_at:
             h.ready_at = ready_at
-        url = h.inflight[2] if h.inflight is not None else ""
+        url = ""
+        if h.inflight is not None:
+            if confirmed:
+                url = h.inflight[2]
+            else:
+                self._unconfirmed.append((host,) + h.inflight)
         h.inflight = None
         self._busy -= 1
         if self._journal is not None:
@@ -425,6 +437,20 @@ class Frontier:
         if self._releases % FORGET_EVERY == 0:
             self._forget_idle(now)
         self._dispatch()
+
+    def unconfirmed_mark(self) -> int:
+        """A mark for `confirm`: every URL released unconfirmed so far."""
+        return self._confirmed + len(self._unconfirmed)
+
+    def confirm(self, mark: int) -> None:
+        """URLs released unconfirmed before `mark` are done for good (one journal write)."""
+        n = min(mark - self._confirmed, len(self._unconfirmed))
+        if n <= 0:
+            return
+        urls = [self._unconfirmed.popleft()[3] for _ in range(n)]
+        self._confirmed += n
+        if self._journal is not None:
+            self._journal.confirmed(urls)
 
     def _release_address(self, h: Host) -> None:
         addr = self._addresses.get(h.ip)
@@ -531,11 +557,16 @@ class Frontier:
         referenced: set[int] = set()
         mono, wall = self._now(), time.time()
 
+        unconfirmed: dict[str, list[list]] = {}
+        for host, seq, q, url in self._unconfirmed:
+            unconfirmed.setdefault(host, []).append([seq, q, url, 1])
+
         def records():
             for h in self._hosts.values():
-                if not h.queued and h.inflight is None and h.ready_at <= mono:
+                extra = unconfirmed.get(h.name, [])
+                if not h.queued and h.inflight is None and h.ready_at <= mono and not extra:
                     continue
-                ram = [[seq, q, url, 1 if key == FIRST else 0] for key, seq, q, url in sorted(h.head)]
+                ram = extra + [[seq, q, url, 1 if key == FIRST else 0] for key, seq, q, url in sorted(h.head)]
                 ram += [[seq, q, url, 0] for seq, q, url in h.tail]
                 inflight = None
                 if h.inflight is not None:
@@ -604,6 +635,8 @@ class Frontier:
                     replayed += 1
                 elif kind == "s" and len(rec) == 3:
                     crashed[rec[1]] = rec[2]
+                elif kind == "c" and len(rec) == 2:
+                    self._done.add(rec[1])
                 elif kind == "d" and len(rec) == 4:
                     crashed.pop(rec[1], None)
                     h = self._hosts.get(rec[1])

@@ -10,7 +10,9 @@ State on disk (`<data_dir>/frontier/`):
                              a <seq> <quality> <host> <url>   URL added
                              s <host> <url>                   fetch started
                              d <host> <wall next> <url>       fetch finished (url
-                                                              empty: put back)
+                                                              empty: put back, or
+                                                              not confirmed yet)
+                             c <url>                          confirmed done
     seg-*.dat              spilled chunks (segments.py)
 
 Recovery loads the newest complete checkpoint and replays the journals from
@@ -179,6 +181,8 @@ def read_journal(path: Path) -> Iterator[list[str]]:
             yield line.split("\t", 2)
         elif kind == "d":
             yield line.split("\t", 3)
+        elif kind == "c":
+            yield line.split("\t", 1)
         else:
             log.warning("%s: unknown journal record %r; ignored", path, line[:80])
 
@@ -208,6 +212,9 @@ class Journal:
 
     def finished(self, host: str, next_ok_wall: float, url: str) -> None:
         self.write(f"d\t{host}\t{next_ok_wall:.3f}\t{url}\n")
+
+    def confirmed(self, urls: list[str]) -> None:
+        self.write("".join(f"c\t{url}\n" for url in urls))
 
     def sync(self) -> None:
         if self._dirty:

@@ -19,6 +19,8 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("fetch"), st.integers(1, 6)),
     st.tuples(st.just("start"), st.integers(1, 3)),         # fetches left in flight
     st.tuples(st.just("finish")),
+    st.tuples(st.just("finish_unconfirmed")),
+    st.tuples(st.just("confirm")),
     st.tuples(st.just("requeue")),
     st.tuples(st.just("checkpoint")),
     st.tuples(st.just("restart")),
@@ -36,6 +38,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
     fetched: Counter = Counter()
     inflight: list[tuple[str, str]] = []
     allowed_twice: Counter = Counter()
+    unconfirmed: list[str] = []
     n = 0
 
     async def take():
@@ -72,6 +75,14 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             host, url = inflight.pop(0)
             fetched[url] += 1
             f.release(host, 0.0)
+        elif kind == "finish_unconfirmed" and inflight:
+            host, url = inflight.pop(0)
+            fetched[url] += 1
+            f.release(host, 0.0, confirmed=False)
+            unconfirmed.append(url)
+        elif kind == "confirm":
+            f.confirm(f.unconfirmed_mark())
+            unconfirmed.clear()
         elif kind == "requeue" and inflight:
             host, url = inflight.pop(0)
             f.requeue(host, url)
@@ -83,6 +94,8 @@ async def scenario(directory: Path, steps, policy: str) -> None:
                 fetched[url] += 1
                 f.release(host, 0.0)
             inflight.clear()
+            f.confirm(f.unconfirmed_mark())      # as the node does once its links are handed off
+            unconfirmed.clear()
             f.shutdown()
             f = Frontier(config(policy), workers=4, directory=directory)
         elif kind == "crash":
@@ -90,6 +103,9 @@ async def scenario(directory: Path, steps, policy: str) -> None:
                 fetched[url] += 1
                 allowed_twice[url] += 1
             inflight.clear()
+            for url in unconfirmed:              # done, but not confirmed: fetched again
+                allowed_twice[url] += 1
+            unconfirmed.clear()
             f = Frontier(config(policy), workers=4, directory=directory)   # the old one is simply dropped
     for host, url in inflight:
         fetched[url] += 1

@@ -32,3 +32,38 @@ def _one():
     from crawler.urls import fingerprints
     urls = ["http://a.test/"]
     return fingerprints(urls), urls
+
+
+def _state(tmp_path, **fields):
+    import json
+    d = tmp_path / "node-0"
+    (d / "due").mkdir(parents=True, exist_ok=True)
+    (d / "due" / "x").write_bytes(b"")
+    state = {"cluster": "crawl", "node": 0, "nodes": 1, "partition": "modulo"}
+    state.update(fields)
+    (d / "state.json").write_text(json.dumps(state))
+
+
+def test_unfinished_crawl_of_the_same_node_is_resumed(tmp_path):
+    c = config(tmp_path)
+    _state(tmp_path, cluster=c.cluster.name, partition=c.cluster.partition, finished=False)
+    node = Node(c, 0)
+    assert node.resuming
+    node.due.close()
+
+
+def test_another_crawl_is_refused(tmp_path):
+    c = config(tmp_path)
+    _state(tmp_path, cluster="someone-else", partition=c.cluster.partition)
+    with pytest.raises(ConfigError, match="another crawl: cluster 'someone-else'"):
+        Node(c, 0)
+
+
+def test_finished_crawl_is_refused_and_fresh_starts_over(tmp_path):
+    c = config(tmp_path)
+    _state(tmp_path, cluster=c.cluster.name, partition=c.cluster.partition, finished=True, finished_at="then")
+    with pytest.raises(ConfigError, match="finished at then.*--fresh"):
+        Node(c, 0)
+    node = Node(c, 0, fresh=True)
+    assert not node.resuming and not (tmp_path / "node-0" / "state.json").exists()
+    node.due.close()
