@@ -48,7 +48,7 @@ from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
-from crawler.metrics import MetricsServer, NodeCollector
+from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.parse import LinkExtractor, content_fingerprint, is_html
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
@@ -142,6 +142,7 @@ class Node:
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.registry = CollectorRegistry()
         self.registry.register(NodeCollector(self.metrics_snapshot))
+        register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
         self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
                                        buckets=FETCH_BUCKETS_S, registry=self.registry)
         self._observe = {kind: self.fetch_seconds.labels(kind).observe for kind in ("page", "robots")}

@@ -7,10 +7,13 @@ and no lock is needed. Only the fetch-latency histogram is observed per page.
 The endpoint runs on the node's own event loop (aiohttp), never in a thread
 that would read state mid-update. Names follow Prometheus conventions:
 `crawler_` prefix, `_total` counters, base units, labels instead of variants.
+`process.py` adds the standard process (CPU, RSS, file descriptors) and
+Python runtime series and `crawler_node_info` (node, cluster, version).
 `docs/metrics.md` lists every metric.
 """
 
 from crawler.metrics.collector import NodeCollector
+from crawler.metrics.process import NodeInfoCollector, register_process_metrics
 from crawler.metrics.server import MetricsServer
 
-__all__ = ["MetricsServer", "NodeCollector"]
+__all__ = ["MetricsServer", "NodeCollector", "NodeInfoCollector", "register_process_metrics"]

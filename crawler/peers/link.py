@@ -20,6 +20,9 @@ A peer that accepts TCP and says nothing fails the handshake timeout; one
 that stops answering mid-session is caught by the PING/PONG watchdog
 (`dead_after_s`) or the ACK timeout; either way the link drops, reconnects
 with capped exponential backoff and jitter, and batches spill meanwhile.
+Failed attempts are counted by reason (`connect_failures`) and logged once
+per reason while the link stays down (a WARNING, or INFO for a refused
+connection, which is what a peer that is still starting looks like).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ BYE_DRAIN_S = 1.0          # most time spent pushing the BYE out at close
 SPOOL_RETRY_S = 1.0        # after a failed spool write (disk full), wait this long before trying again
 MIN_WATCHDOG_TICK_S = 0.01
 WATCHDOG_TICKS = 4         # watchdog checks per shortest timer
+QUIET_FAILURES = frozenset({"refused"})   # connect failures logged at INFO (a peer starting up), not WARNING
 
 
 @dataclass(slots=True)
@@ -134,6 +138,7 @@ class PeerLink:
         self._task: asyncio.Task | None = None
         self._acked_this_session = 0
         self._spool_retry_at = 0.0         # monotonic time before which a broken spool is not retried
+        self._reported: set[str] = set()   # connect failure reasons logged since the link was last up
 
     # --- public surface ----------------------------------------------------------------
 
@@ -323,7 +328,7 @@ class PeerLink:
                 self._connecting = False
                 self._changed.set()
                 self.counters.connect_failures[exc.reason] += 1
-                log.debug("node %d: connect failed (%s)", self.peer_id, exc.reason)
+                self._report_failure(exc.reason)
                 await self._sleep_down(self._backoff(attempt))
                 attempt += 1
                 continue
@@ -334,6 +339,21 @@ class PeerLink:
                 break
             attempt = 0 if self._acked_this_session else attempt + 1
             await self._sleep_down(self._backoff(attempt))
+
+    def _report_failure(self, reason: str) -> None:
+        """Log a failed attempt once per down period and reason (retries come every backoff step).
+
+        A refused connection is what a peer that is starting or restarting
+        looks like, so it is INFO; anything else (a port that accepts and
+        never completes the handshake, a bad secret, a reset) is a WARNING.
+        """
+        if reason in self._reported:
+            log.debug("node %d: connect failed again (%s)", self.peer_id, reason)
+            return
+        self._reported.add(reason)
+        level = logging.INFO if reason in QUIET_FAILURES else logging.WARNING
+        log.log(level, "link to node %d (%s:%d): connect failed (%s); retrying with backoff, batches wait or spill "
+                "to the spool meanwhile", self.peer_id, self.peer.host, self.peer.peer_port, reason)
 
     def _backoff(self, attempt: int) -> float:
         """Capped exponential backoff with jitter: a random 50-100% of the step, so peers do not reconnect in lockstep."""
@@ -395,6 +415,7 @@ class PeerLink:
         self.last_rx = time.monotonic()
         self._ping_sent_at = 0.0
         self._acked_this_session = 0
+        self._reported.clear()
         self.counters.connects += 1
         self._work.set()
         self._space.set()

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
 
+from crawler.config import from_dict
+from crawler.node import Node
+from crawler.testweb import TestWebServer, WebParams, build_web
 from crawler.testweb.audit import by_host
 
 REPO = Path(__file__).resolve().parents[2]
+LINGER_CRAWL_TIMEOUT_S = 60.0   # a lingering node's small crawl must finish within this
+LINGER_STOP_TIMEOUT_S = 10.0    # and it must leave this soon after SIGTERM
+LINGER_WORKERS = 8
+LINGER_SEED_HOSTS = 3
 
 
 def write_config(path: Path, config: dict) -> Path:
@@ -68,3 +78,34 @@ def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_f
             if nxt.start - prev.end < floor - end_tolerance_s - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: gap {nxt.start - prev.end:.4f}s < {floor:.4f}s")
     return problems
+
+
+@contextlib.asynccontextmanager
+async def lingering_node(tmp: Path, params: WebParams, *, config_extra: dict | None = None,
+                         crawl_timeout_s: float = LINGER_CRAWL_TIMEOUT_S,
+                         stop_timeout_s: float = LINGER_STOP_TIMEOUT_S) -> AsyncIterator[tuple[Node, asyncio.Task]]:
+    """A single in-process node that crawled the test web `params` to the end and still serves /metrics.
+
+    Yields (node, run task) once the crawl is finished; the node lingers (metrics.linger_s) until
+    the block ends, when it is stopped by SIGTERM and awaited. A test may stop it earlier itself
+    and await the task for the run's summary. `config_extra` adds top-level config keys.
+    """
+    web = build_web(params)
+    async with TestWebServer(web, tmp / "access.log.jsonl") as server:
+        seeds = tmp / "seeds.txt"
+        seeds.write_text("".join(f"http://{h.name}:{server.port}/\n" for h in web.hosts[:LINGER_SEED_HOSTS]))
+        config = from_dict({
+            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp / "node-{node}")},
+            "workers": LINGER_WORKERS, "fetch": {"dns": {"overrides": {f"*.{params.domain}": "127.0.0.1"}}},
+            "metrics": {"progress_interval_s": 0, "linger_s": crawl_timeout_s},
+            **(config_extra or {}),
+        })
+        node = Node(config, 0)
+        run = asyncio.create_task(node.run())
+        try:
+            await asyncio.wait_for(node.finished.wait(), crawl_timeout_s)
+            yield node, run
+        finally:
+            node.stop("SIGTERM")
+            await asyncio.wait_for(run, stop_timeout_s)

@@ -7,9 +7,8 @@ import asyncio
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from crawler.config import from_dict
-from crawler.node import Node
-from crawler.testweb import TestWebServer, WebParams, build_web
+from crawler.testweb import WebParams
+from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 
 def samples(text: str) -> dict:
@@ -26,19 +25,8 @@ def total(values: dict, name: str, **labels) -> float:
 
 
 async def test_metrics_endpoint_matches_summary(tmp_path):
-    web = build_web(WebParams(hosts=8, pages=150, seed=5, bad_host=False, slow_host=False, trap=False))
-    async with TestWebServer(web, tmp_path / "access.log.jsonl") as server:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("".join(f"http://{h.name}:{server.port}/\n" for h in web.hosts[:3]))
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 8, "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"progress_interval_s": 0, "linger_s": 30},
-        })
-        node = Node(config, 0)
-        run = asyncio.create_task(node.run())
-        await asyncio.wait_for(node.finished.wait(), 60)
+    params = WebParams(hosts=8, pages=150, seed=5, bad_host=False, slow_host=False, trap=False)
+    async with lingering_node(tmp_path, params) as (node, run):
         url = f"http://127.0.0.1:{node.metrics_server.port}/metrics"
         async with aiohttp.ClientSession() as session:
             async with session.get(url) as resp:
@@ -48,7 +36,7 @@ async def test_metrics_endpoint_matches_summary(tmp_path):
             async with session.get(f"http://127.0.0.1:{node.metrics_server.port}/healthz") as resp:
                 assert resp.status == 200
         node.stop("SIGTERM")                      # ends the linger early
-        summary = await asyncio.wait_for(run, 10)
+        summary = await asyncio.wait_for(run, LINGER_STOP_TIMEOUT_S)
     assert summary["pages"] > 50
     assert total(values, "crawler_pages_total", kind="page") == summary["pages"]
     assert total(values, "crawler_bytes_total") == summary["bytes"]

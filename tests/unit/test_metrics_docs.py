@@ -19,16 +19,13 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from crawler.config import from_dict
-from crawler.node import Node
-from crawler.testweb import TestWebServer, WebParams, build_web
+from crawler.testweb import WebParams
+from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "metrics.md"
 RULES = REPO / "deploy" / "prometheus" / "rules.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboard.json"
-CRAWL_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 PROMETHEUS_SERIES = {"up"}          # series Prometheus itself adds to every scrape
 # Sample names a metric family of each type exposes (suffixes of the family name).
 SAMPLE_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum"),
@@ -156,30 +153,13 @@ def promql_metric_names(expr: str) -> set[str]:
 # --- the exposed set, from a real node ----------------------------------------------------
 
 async def _crawl_and_scrape(tmp: Path) -> str:
-    web = build_web(WebParams(hosts=6, pages=80, seed=7, crawl_delay_hosts=0.0, bad_host=False, slow_host=False,
-                                trap=False))
-    async with TestWebServer(web, tmp / "access.log.jsonl") as server:
-        seeds = tmp / "seeds.txt"
-        seeds.write_text("".join(f"http://{h.name}:{server.port}/\n" for h in web.hosts[:3]))
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp / "node-{node}")},
-            "workers": 8, "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "politeness": {"delay_factor": 1},
-            "metrics": {"progress_interval_s": 0, "linger_s": CRAWL_TIMEOUT_S},
-        })
-        node = Node(config, 0)
-        run = asyncio.create_task(node.run())
-        try:
-            await asyncio.wait_for(node.finished.wait(), CRAWL_TIMEOUT_S)
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{node.metrics_server.port}/metrics",
-                                       timeout=aiohttp.ClientTimeout(total=STOP_TIMEOUT_S)) as resp:
-                    assert resp.status == 200
-                    return await resp.text()
-        finally:
-            node.stop("SIGTERM")
-            await asyncio.wait_for(run, STOP_TIMEOUT_S)
+    params = WebParams(hosts=6, pages=80, seed=7, crawl_delay_hosts=0.0, bad_host=False, slow_host=False, trap=False)
+    async with lingering_node(tmp, params, config_extra={"politeness": {"delay_factor": 1}}) as (node, _run):
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{node.metrics_server.port}/metrics",
+                                   timeout=aiohttp.ClientTimeout(total=LINGER_STOP_TIMEOUT_S)) as resp:
+                assert resp.status == 200
+                return await resp.text()
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,14 @@ import json
 import pytest
 from aiohttp import web
 
-from crawler.config import from_dict, load
-from crawler.node import Node
+from crawler.config import load
 from crawler.status import (DEFAULT_TIMEOUT_S, NodeStatus, human_bytes, main, parse_status, read_cluster,
                             render_table, total_row)
-from crawler.testweb import TestWebServer, WebParams, build_web
+from crawler.testweb import WebParams
+from tests.integration import crawl_support
 from tests.integration.crawl_support import write_config
 from tests.integration.servers import free_tcp_port
 
-CRAWL_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 SHORT_TIMEOUT_S = 0.3                 # where every node is down, or down at once
 
 
@@ -27,25 +25,9 @@ SHORT_TIMEOUT_S = 0.3                 # where every node is down, or down at onc
 async def lingering_node(tmp_path):
     """A single node that crawled a small test web and still serves /metrics; yields (node, summary future)."""
     params = WebParams(hosts=6, pages=80, seed=11, crawl_delay_hosts=0.0, bad_host=False, slow_host=False, trap=False)
-    web_ = build_web(params)
-    async with TestWebServer(web_, tmp_path / "access.log.jsonl") as server:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("".join(f"http://{h.name}:{server.port}/\n" for h in web_.hosts[:3]))
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 8, "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "politeness": {"delay_factor": 1},
-            "metrics": {"progress_interval_s": 0, "linger_s": CRAWL_TIMEOUT_S},
-        })
-        node = Node(config, 0)
-        run = asyncio.create_task(node.run())
-        try:
-            await asyncio.wait_for(node.finished.wait(), CRAWL_TIMEOUT_S)
-            yield node, run
-        finally:
-            node.stop("SIGTERM")
-            await asyncio.wait_for(run, STOP_TIMEOUT_S)
+    async with crawl_support.lingering_node(tmp_path, params,
+                                           config_extra={"politeness": {"delay_factor": 1}}) as lingering:
+        yield lingering
 
 
 @pytest.fixture
