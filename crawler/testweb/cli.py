@@ -11,7 +11,9 @@ requests to `DIR/access.log.jsonl`, prints ONE JSON line to stdout
      "access_log": "DIR/access.log.jsonl", "pid": 1234, ...}
 
 and serves until SIGINT or SIGTERM, then exits 0. Everything else goes to
-stderr. With `--export-static ROOT --port P` it instead writes the static
+stderr. With `--quality-exponent S` it also writes `DIR/quality.tsv`, the page
+quality oracle (quality.py), and names it in the ready line (`"quality"`).
+With `--export-static ROOT --port P` it instead writes the static
 export and an nginx.conf for port P (and the static manifest) and exits.
 """
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from .manifest import CrawlRules, expected_crawl
 from .model import WebParams, build_web
 from .pages import DEFAULT_CACHE_ENTRIES
+from .quality import ORACLE_NAME, page_quality, write_oracle, zipf_quality
 from .server import TestWebServer
 from .static import export_static, nginx_command, nginx_conf
 
@@ -63,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--endless-max-s", type=float, default=_DEFAULTS.endless_max_s)
     web.add_argument("--big-body-bytes", type=int, default=_DEFAULTS.big_body_bytes)
     web.add_argument("--gzip-bomb-bytes", type=int, default=_DEFAULTS.gzip_bomb_bytes)
+    speed = p.add_argument_group("per-host response times (default: none)")
+    speed.add_argument("--host-latency-share", type=float, default=_DEFAULTS.host_latency_share,
+                       help="share of ordinary hosts that are slow servers (default %(default)s)")
+    for kind, which in (("slow", "a slow ordinary host"), ("fast", "the other ordinary hosts")):
+        for end in ("min", "max"):
+            name = f"host_{kind}_latency_{end}_s"
+            speed.add_argument(f"--{name.replace('_', '-')}", type=float, default=getattr(_DEFAULTS, name),
+                               help=f"{end} delay of every response of {which} (default %(default)s)")
+    quality = p.add_argument_group("page quality oracle (default: none)")
+    quality.add_argument("--quality-exponent", type=float, default=None, metavar="S",
+                         help=f"write DIR/{ORACLE_NAME}: Zipf quality rank**-S over the crawl's pages")
+    quality.add_argument("--quality-seed", type=int, default=None, help="seed of the quality permutation (default --seed)")
     rules = p.add_argument_group("crawler rules the manifest assumes")
     rules.add_argument("--max-path-depth", type=int, default=_RULES.max_path_depth)
     rules.add_argument("--max-repeated-segments", type=int, default=_RULES.max_repeated_segments)
@@ -85,6 +100,9 @@ def params_from_args(a: argparse.Namespace) -> WebParams:
         bad_host=not a.no_bad_host, trap=not a.no_trap, private_links=a.private_links,
         nxdomain_links=not a.no_nxdomain_links, stall_s=a.stall_s, endless_max_s=a.endless_max_s,
         big_body_bytes=a.big_body_bytes, gzip_bomb_bytes=a.gzip_bomb_bytes,
+        host_latency_share=a.host_latency_share, host_slow_latency_min_s=a.host_slow_latency_min_s,
+        host_slow_latency_max_s=a.host_slow_latency_max_s, host_fast_latency_min_s=a.host_fast_latency_min_s,
+        host_fast_latency_max_s=a.host_fast_latency_max_s,
     )
 
 
@@ -102,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         params = params_from_args(args)
         params.validate()
         rules = rules_from_args(args)
+        if args.quality_exponent is not None:
+            zipf_quality(0, args.quality_exponent)  # raises ValueError on a bad exponent, before serving
         if args.export_static:
             return _export(args, params, rules)
         return _run(_serve(args, params, rules))
@@ -136,6 +156,10 @@ async def _serve(args: argparse.Namespace, params: WebParams, rules: CrawlRules)
         manifest.save(out / "manifest.json")
         seeds = out / "seeds.txt"
         seeds.write_text("\n".join(manifest.seeds) + "\n", encoding="utf-8")
+        extra = {}
+        if args.quality_exponent is not None:
+            pq = page_quality(web, manifest, exponent=args.quality_exponent, seed=args.quality_seed)
+            extra["quality"] = str(write_oracle(out / ORACLE_NAME, pq))
         took = time.perf_counter() - t0
         print(f"crawler testweb: {len(web.hosts)} hosts, {web.urls} URLs on {args.bind}:{server.port} "
               f"(ready in {took:.1f} s); expected crawl: {manifest.summary()}", file=sys.stderr, flush=True)
@@ -143,6 +167,7 @@ async def _serve(args: argparse.Namespace, params: WebParams, rules: CrawlRules)
             "port": server.port, "bind": args.bind, "pid": os.getpid(), "seeds": str(seeds),
             "manifest": str(out / "manifest.json"), "access_log": str(server.access_log_path),
             "hosts": len(manifest.hosts), "fetched": len(manifest.fetched), "requests": manifest.requests,
+            **extra,
         }), flush=True)
         await stop.wait()
     finally:

@@ -40,6 +40,7 @@ from the seeds, as a correct crawler with `rules` would, and returns a
 `statuses` gives the status the server answers for each fetched URL.
 `crawl_delay_s` gives the robots Crawl-delay of the hosts that have one; a
 polite crawler waits at least that long between two requests to the host.
+`host_latency_s` gives the response delay of the hosts the server slows down.
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ class Manifest:
     params: dict = field(default_factory=dict)
     static: bool = False
     """Computed for the static (nginx) export: hostile hosts answer 404 there."""
+    host_latency_s: dict[str, float] = field(default_factory=dict)
+    """Response delay of contacted hosts that have one (the test-web server only; nginx does not delay)."""
 
     @property
     def requests(self) -> int:
@@ -160,6 +163,7 @@ class Manifest:
             "trap_bound": self.trap_bound, "hosts": self.hosts, "crawl_delay_s": self.crawl_delay_s,
             "statuses": dict(sorted(self.statuses.items())), "failures": dict(sorted(self.failures.items())),
             "rules": self.rules.to_dict(), "params": self.params, "static": self.static,
+            "host_latency_s": dict(sorted(self.host_latency_s.items())),
         }
         return json.dumps(data, indent=1)
 
@@ -172,6 +176,7 @@ class Manifest:
             trap_bound=d["trap_bound"], hosts=list(d["hosts"]), crawl_delay_s=dict(d["crawl_delay_s"]),
             statuses=dict(d["statuses"]), failures=dict(d["failures"]),
             rules=CrawlRules.from_dict(d["rules"]), params=dict(d["params"]), static=bool(d.get("static", False)),
+            host_latency_s=dict(d.get("host_latency_s", {})),
         )
 
     def save(self, path: str | Path) -> None:
@@ -276,6 +281,9 @@ class _Walk:
                 if delay is not None and host.robots.status == 200 and not self.dead[h]:
                     manifest.crawl_delay_s[host.name] = delay
         manifest.hosts = sorted(web.hosts[h].name for h in contacted)
+        if not self.static:
+            manifest.host_latency_s = {web.hosts[h].name: float(web.host_latency_s[h]) for h in sorted(contacted)
+                                       if web.host_latency_s[h] > 0}
         trap_host = web.special(Role.TRAP)
         if trap_host is not None:
             prefix = trap_host.origin(port) + "/"

@@ -35,6 +35,11 @@ import numpy as np
 from .robots import LAYOUTS, RobotsPolicy
 
 MIB = 1 << 20
+MAX_HOST_LATENCY_S = 10.0
+"""Bound of a host's response delay (the server sleeps that long per response)."""
+_LATENCY_STREAM = 0x5EED1A7
+"""Second seed word of the latency generator: its own stream, so turning latency on changes no link."""
+_LATENCY_RESOLUTION_DIGITS = 3  # latencies are whole milliseconds
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,18 @@ class WebParams:
     """Zipf exponent of host sizes (h000 largest)."""
     min_host_pages: int = 5
     """Pages every ordinary host has at least (when `pages` allows)."""
+
+    # Per-host response times (all zero by default: the web is served as fast as it can be).
+    host_latency_share: float = 0.0
+    """Share of ordinary hosts that are slow servers (chosen from the seed; see `Web.host_latency_s`)."""
+    host_slow_latency_min_s: float = 0.2
+    """Least delay of every response of a slow ordinary host."""
+    host_slow_latency_max_s: float = 1.0
+    """Largest delay of every response of a slow ordinary host (uniform between min and max)."""
+    host_fast_latency_min_s: float = 0.0
+    """Least delay of every response of the other (fast) ordinary hosts."""
+    host_fast_latency_max_s: float = 0.0
+    """Largest delay of every response of a fast ordinary host (uniform between min and max)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the parameter if the web cannot be built."""
@@ -333,6 +350,9 @@ class Web:
     stat_pages: np.ndarray        # ids of the ordinary pages the link statistics describe
     paths: list[dict[str, int]] = field(repr=False)
     host_by_name: dict[str, int] = field(repr=False)
+    host_latency_s: np.ndarray = field(repr=False)
+    """float64 per host index: how long the server delays each response of the host
+    (ordinary hosts from the latency params, the slow host `slow_delay_s`, others 0)."""
 
     @property
     def urls(self) -> int:
@@ -355,6 +375,10 @@ class Web:
             if h.role is role:
                 return h
         return None
+
+    def latencies(self) -> dict[str, float]:
+        """Host name -> response delay, for every host whose responses are delayed."""
+        return {self.hosts[i].name: float(self.host_latency_s[i]) for i in np.flatnonzero(self.host_latency_s).tolist()}
 
     def lookup(self, host: int, path: str) -> int | None:
         """URL id served at `path` on host index `host`, or None."""
@@ -407,6 +431,13 @@ def build_web(params: WebParams = WebParams()) -> Web:
 
 
 def _validate(p: WebParams) -> None:
+    if not 0.0 <= p.host_latency_share <= 1.0:
+        raise ValueError(f"host_latency_share must be in 0..1, got {p.host_latency_share}")
+    for kind in ("slow", "fast"):
+        lo, hi = getattr(p, f"host_{kind}_latency_min_s"), getattr(p, f"host_{kind}_latency_max_s")
+        if not 0.0 <= lo <= hi <= MAX_HOST_LATENCY_S:
+            raise ValueError(f"host_{kind}_latency_min_s/max_s must satisfy 0 <= min <= max <= {MAX_HOST_LATENCY_S}, "
+                             f"got {lo} and {hi}")
     if p.hosts < 1:
         raise ValueError(f"hosts must be >= 1, got {p.hosts}")
     if p.pages < p.hosts:
@@ -546,7 +577,28 @@ class _Builder:
             stat_pages=stat_pages,
             paths=paths,
             host_by_name={h.name: h.index for h in self.hosts},
+            host_latency_s=self._latencies(),
         )
+
+    def _latencies(self) -> np.ndarray:
+        """Per host: ordinary hosts fast or slow from the params, the slow host `slow_delay_s`.
+
+        Drawn from a generator of its own (seed, _LATENCY_STREAM), not `self.rng`: the
+        same seed gives the same hosts, pages and links whatever the latency params.
+        """
+        p = self.p
+        rng = np.random.default_rng((p.seed, _LATENCY_STREAM))
+        slow = np.zeros(p.hosts, dtype=bool)
+        n_slow = int(round(p.host_latency_share * p.hosts))
+        slow[rng.choice(p.hosts, size=n_slow, replace=False)] = True
+        fast_s = rng.uniform(p.host_fast_latency_min_s, p.host_fast_latency_max_s, p.hosts)
+        slow_s = rng.uniform(p.host_slow_latency_min_s, p.host_slow_latency_max_s, p.hosts)
+        out = np.zeros(len(self.hosts), dtype=np.float64)
+        out[: p.hosts] = np.round(np.where(slow, slow_s, fast_s), _LATENCY_RESOLUTION_DIGITS)
+        for h in self.hosts:
+            if h.role is Role.SLOW:
+                out[h.index] = p.slow_delay_s
+        return out
 
     def _host_sizes(self) -> np.ndarray:
         p = self.p

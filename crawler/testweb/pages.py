@@ -101,13 +101,13 @@ class Renderer:
         # Plain lists: indexing them is faster than numpy scalars in the per-link loop.
         self._url_host = web.url_host.tolist()
         self._url_kind = web.url_kind.tolist()
+        self._latency_s = web.host_latency_s.tolist()
 
     # --- routing -----------------------------------------------------------------
 
     def respond(self, host: Host, path: str, port: int) -> Reply:
         """The reply for GET `path` on `host` when the web is served on `port`."""
-        web = self.web
-        delay = web.params.slow_delay_s if host.role is Role.SLOW else 0.0
+        delay = self._latency_s[host.index]
         reply = self._respond(host, path, port)
         if delay:
             return Reply(reply.status, reply.content_type, reply.body, reply.headers, reply.stream, delay)

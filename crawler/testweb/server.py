@@ -14,7 +14,9 @@ one JSON line per request, written when the request ends (also when the client
 goes away mid-body), line-buffered so tests can read it at any time. `start`
 is `time.time()` when the handler began, `end` when the last byte was handed
 to the socket or the client was found gone; audit.py checks politeness from
-these two times.
+these two times. A host with a response delay (the slow host, or ordinary
+hosts given a latency by `WebParams.host_latency_share` and friends) sleeps
+before answering, inside the logged interval, so `end - start` includes it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from types import TracebackType
 from aiohttp import web
 
 from .hostile import Hostile, Progress
-from .model import REMOTE_ROLES, Web, WebParams, build_web
+from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams, build_web
 from .pages import DEFAULT_CACHE_ENTRIES, Renderer
 
 SHUTDOWN_TIMEOUT_S = 2.0
@@ -129,8 +131,8 @@ class TestWebServer:
             else:
                 reply = self.renderer.respond(host, path, port)
             if reply is not None:
-                if reply.delay_s:
-                    await asyncio.sleep(reply.delay_s)
+                if reply.delay_s:  # the slow host, or an ordinary host with a latency (model.WebParams)
+                    await asyncio.sleep(min(reply.delay_s, MAX_HOST_LATENCY_S))
                 if reply.stream is not None:
                     progress.status = reply.status
                     return await self._hostile.serve(request, reply.stream, progress)
