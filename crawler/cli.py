@@ -31,9 +31,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = load(args.config)
     if args.progress_interval is not None:
         config.metrics.progress_interval_s = args.progress_interval
-    node = Node(config, args.node, source=args.config, fresh=args.fresh)
+    try:
+        node = Node(config, args.node, source=args.config, fresh=args.fresh)
+    except OSError as exc:
+        # Typically a full or read-only disk while opening the state: nothing was changed yet.
+        print(f"crawler: node {args.node}: cannot open its state in {config.crawl.data_dir}: "
+              f"{exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        return 3
     summary = run_async(node.run(handle_signals=True))
     print(json.dumps(summary, sort_keys=True), flush=True)
+    if summary["storage_error"]:
+        return 3
     return 0 if summary["worker_errors"] == 0 else 1
 
 

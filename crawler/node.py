@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import json
 import logging
 import os
@@ -57,6 +58,9 @@ from crawler.termination import Termination
 from crawler.urls import canonicalize, fingerprints, host_of, origin_of
 
 log = logging.getLogger("crawler.node")
+
+# Write errors that stop the node (its state could no longer be recorded).
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 # Statuses that ask us to come back later rather than report a result.
 _RETRY_STATUSES = (429, 503)
@@ -117,6 +121,7 @@ class Node:
         self._started = 0.0
         self._cpu0 = 0.0
         self._workers: list[asyncio.Task] = []
+        self.storage_error = ""
         self._drain_timer: asyncio.TimerHandle | None = None
 
         c = config
@@ -227,6 +232,8 @@ class Node:
 
     async def add_urls(self, urls: list[str]) -> None:
         """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
+        if self.storage_error:
+            return              # state can no longer be written: the DUE must not call these URLs seen
         urls = self.filter.filter(urls)
         if not urls:
             return
@@ -240,13 +247,20 @@ class Node:
 
     def _on_batch(self, peer: int, urls: list[str]) -> None:
         """URLs a peer sends us enter at the DUE, exactly like our local stream."""
+        if self.storage_error:
+            raise OSError(errno.ENOSPC, f"node {self.node_id} cannot write its state")   # no ACK: resent later
         self.urls_received += len(urls)
         fps = fingerprints(urls)
         if self.scorer is not None:
             self.scorer.count(fps)
-        new = self.due.submit(fps, urls)
-        if new:
-            self.enqueue(new)
+        try:
+            new = self.due.submit(fps, urls)
+            if new:
+                self.enqueue(new)
+        except OSError as exc:
+            if exc.errno in _STORAGE_ERRNOS:
+                self._storage_failed(exc)
+            raise                                   # no ACK: the peer keeps the batch and sends it again
 
     async def _send_batch(self, peer: int, urls: list[str]) -> None:
         await self.peers.send(peer, urls)
@@ -421,11 +435,18 @@ class Node:
                 # The drain timed out mid-fetch: the URL goes back and is fetched after a restart.
                 frontier.requeue(host, url)
                 raise
+            except OSError as exc:
+                if exc.errno not in _STORAGE_ERRNOS:
+                    self.counters.worker_errors += 1
+                    log.exception("node %d: unexpected error on %s (worker goes on)", self.node_id, url)
+                else:
+                    self._storage_failed(exc)
             except Exception:  # one page must never kill a worker
                 self.counters.worker_errors += 1
                 log.exception("node %d: unexpected error on %s (worker goes on)", self.node_id, url)
             finally:
-                frontier.release(host, delay)
+                # In a cluster a page is done for good only once its cross links are durable (_confirm).
+                frontier.release(host, delay, confirmed=self.peers is None)
                 self._inflight -= 1
 
     def stop(self, reason: str) -> None:
@@ -448,6 +469,15 @@ class Node:
             if self._workers:
                 self._drain_timer = asyncio.get_running_loop().call_later(
                     self.config.crawl.drain_timeout_s, self._cut_drain)
+
+    def _storage_failed(self, exc: OSError) -> None:
+        """The node cannot write its state (disk full, read-only): going on would lose what it cannot
+        record, so it stops; what is on disk is the last consistent state, and a restart resumes it."""
+        if not self.storage_error:
+            self.storage_error = f"{exc.strerror or exc}: {exc.filename or self.data_dir}"
+            log.error("node %d: cannot write its state (%s); stopping. Free space and start it again: it "
+                      "resumes from what is on disk.", self.node_id, self.storage_error)
+        self.stop("storage_error")
 
     def _cut_drain(self) -> None:
         """The drain timeout passed: cancel the fetches still running (their URLs are put back)."""
@@ -486,16 +516,21 @@ class Node:
         while not self._cluster_done.is_set():
             await asyncio.sleep(0.02)
             now = loop.time()
-            if now >= next_checkpoint:
-                next_checkpoint = now + fc.checkpoint_interval_s
-                self.frontier.checkpoint()
-            elif fc.journal_fsync_s and now >= next_fsync:
-                next_fsync = now + fc.journal_fsync_s
-                self.frontier.sync()
+            try:
+                if now >= next_checkpoint:
+                    next_checkpoint = now + fc.checkpoint_interval_s
+                    self.frontier.checkpoint()
+                elif fc.journal_fsync_s and now >= next_fsync:
+                    next_fsync = now + fc.journal_fsync_s
+                    self.frontier.sync()
+            except OSError as exc:
+                self._storage_failed(exc)
             if max_s and now - self._t0 >= max_s:
                 self.stop("max_duration")
+            # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
+            # wait out politeness do not count (a policy may hold many URLs on few hosts).
             if self.due.pending and (self._inflight == 0 and self.frontier.idle() or
-                                     self.frontier.queued < self.config.workers and now - last_flush >= flush_every_s):
+                                     self.frontier.waiting_workers and now - last_flush >= flush_every_s):
                 last_flush = now
                 self.enqueue(self.due.flush())
             if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
@@ -505,6 +540,26 @@ class Node:
             if now >= next_progress:
                 next_progress = now + progress_every
                 self.progress()
+
+    async def _confirm(self) -> None:
+        """Cluster only: confirm fetched pages once their links are durable.
+
+        A page's cross-host links sit in the splitter's batches and the peer
+        links' memory until a peer ACKs them (its DUE has them) or they are
+        spooled; a crash before that would lose them, so the page stays
+        unconfirmed and is fetched again after a restart. Every
+        `frontier.confirm_interval_s`: flush the splitter, note each link's
+        newest batch, wait until all of them are durable, confirm.
+        """
+        interval = self.config.frontier.confirm_interval_s
+        while True:
+            await asyncio.sleep(interval)
+            mark = self.frontier.unconfirmed_mark()
+            await self.splitter.flush_all()
+            marks = self.peers.marks()
+            while not self.peers.durable(marks):
+                await asyncio.sleep(min(interval, 0.05))
+            self.frontier.confirm(mark)
 
     async def _linger(self) -> None:
         """Keep /metrics up after the crawl so a scraper sees the final values (metrics.linger_s)."""
@@ -583,28 +638,34 @@ class Node:
             self.termination.on_control(peer, message)
 
     async def close(self) -> None:
+        """Flush and close every part; a part that cannot write (full disk) is reported, the rest still close."""
+        async def step(call) -> None:
+            try:
+                result = call()
+                if asyncio.iscoroutine(result):
+                    await result
+            except OSError as exc:
+                self._storage_failed(exc)
+
         if self.peers is not None:
-            await self.splitter.flush_all()
-            await self.peers.close()
-        self.splitter.close()
-        if self.fetcher is not None:
-            await self.fetcher.close()
-        if self.resolver is not None:
-            await self.resolver.close()
+            await step(self.splitter.flush_all)
+            mark = self.frontier.unconfirmed_mark()
+            await step(self.peers.close)                  # what is not ACKed goes to the spool
+            await step(lambda: self.frontier.confirm(mark))
+        await step(self.splitter.close)
+        for part in (self.fetcher, self.resolver, self.crawl_log, self.warc):
+            if part is not None:
+                await step(part.close)
         if self.metrics_server is not None:
-            await self.metrics_server.stop()
-        if self.crawl_log is not None:
-            self.crawl_log.close()
-        if self.warc is not None:
-            self.warc.close()
+            await step(self.metrics_server.stop)
         if self._parse_pool is not None:
             self._parse_pool.shutdown(wait=False, cancel_futures=True)
-        try:
+        if not self.storage_error:
             # Merge what the DUE still holds so the frontier checkpoint has it (clean stop).
-            self.enqueue(self.due.flush())
-            self.frontier.shutdown()
-        finally:
-            self.due.close()
+            await step(lambda: self.enqueue(self.due.flush()))
+        if not self.storage_error:
+            await step(self.frontier.shutdown)
+        await step(self.due.close)
 
     async def run(self, *, handle_signals: bool = False) -> dict:
         """Crawl until done; returns the summary."""
@@ -619,8 +680,10 @@ class Node:
         background = []
         try:
             if self.resuming or self.frontier.resumed:
-                log.warning("node %d: resumed: %d URLs queued on %d hosts, %d fetches were in flight", self.node_id,
-                            self.frontier.queued, self.frontier.active_hosts, self.frontier.counts.resumed_inflight)
+                counts = self.frontier.counts
+                log.warning("node %d: resumed: %d URLs queued on %d hosts, %d fetches were in flight, "
+                            "%d done but unconfirmed", self.node_id, self.frontier.queued, self.frontier.active_hosts,
+                            counts.resumed_inflight, counts.resumed_unconfirmed)
             else:
                 await self.add_seeds()
             self._write_state(finished=False)
@@ -628,6 +691,8 @@ class Node:
                                        for i in range(self.config.workers)]
             background.append(asyncio.create_task(self._watch(), name="watch"))
             background.append(asyncio.create_task(self.splitter.run_timer(), name="splitter-timer"))
+            if self.peers is not None:
+                background.append(asyncio.create_task(self._confirm(), name="confirm"))
             if self.termination is not None and self.node_id == 0:
                 background.append(asyncio.create_task(self.termination.run_coordinator(), name="termination"))
             await asyncio.gather(*workers, return_exceptions=True)
@@ -670,6 +735,7 @@ class Node:
             "due": {k: self.due.stats()[k] for k in ("merges", "merge_seconds", "disk_fingerprints", "disk_bytes",
                                                      "duplicates_emitted")},
             "worker_errors": c.worker_errors,
+            "storage_error": self.storage_error,
             "cache_hit_rates": self.cache_hit_rates(),
             "cache_lookups": {name: list(hc) for name, hc in self.cache_counts().items()},
             "splitter": {k: v for k, v in self.splitter.stats().items() if k != "by_destination"},

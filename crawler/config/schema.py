@@ -146,6 +146,9 @@ class FrontierConfig:
                                             "written since the last one).", "s", min=0.1)
     journal_fsync_s: float = _f(1.0, "Time between fsyncs of the frontier journal (what a power cut can take; "
                                      "a killed process loses nothing).", "s", min=0)
+    confirm_interval_s: float = _f(1.0, "Cluster only: how often fetched pages are confirmed done, once their "
+                                         "cross-host links are ACKed or spooled; a crash repeats the pages fetched "
+                                         "since the last confirmation.", "s", min=0.01)
     resume_wait_s: float = _f(30.0, "After a crash, a host that had a request in flight waits this long before "
                                     "it is contacted again (the length of the cut request is unknown).", "s", min=0)
 
@@ -237,6 +240,16 @@ class DueConfig:
     buffer_size: int = _f(1_000_000, "URLs held before a merge with the disk set.", "urls", min=1)
     flush_interval_s: float = _f(0.5, "Least time between early merges asked for because the frontier runs low "
                                       "(an idle node merges at once).", "s", min=0)
+    buckets: int = _f(64, "Fingerprint-prefix buckets of the on-disk set; a power of two. A DUE directory keeps "
+                          "the count it was created with.", "buckets", min=1, max=65536)
+    delta_ratio: float = _f(0.125, "A bucket's delta file is folded into its base once it holds this fraction of "
+                                   "it; 0 = rewrite every touched bucket on every merge (classic Mercator).", min=0)
+    background: bool = _f(True, "Merge in a background thread (half the buffer merging while the other half fills).")
+    journal_fsync_s: float | None = _f(1.0, "fsync the journal at most this long after a write; null = only before "
+                                            "merges and at checkpoint/close. Bounds the loss on power failure (a "
+                                            "killed process loses nothing either way).", "s", min=0)
+    window_entries: int = _f(4194304, "Most fingerprints of one bucket in memory at once during a merge "
+                                      "(8 bytes each).", "fingerprints", min=1)
 
 
 # --- output -----------------------------------------------------------------------

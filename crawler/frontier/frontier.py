@@ -65,6 +65,7 @@ class FrontierStats:
     checkpoint_seconds: float = 0.0
     recovered_urls: int = 0
     resumed_inflight: int = 0
+    resumed_unconfirmed: int = 0
     blocked_by_ip: int = 0
 
 
@@ -520,8 +521,22 @@ class Frontier:
 
     # --- spilling ---------------------------------------------------------------------------------
     def _spill(self) -> None:
-        """Write the RAM queues of the hosts holding most to disk until half the budget is free."""
+        """Write RAM queues to disk until half the budget is free: first whole chunks from the
+        longest tails (few, full chunks: a chunk reference costs RAM too), then, only if that is
+        not enough, everything of the hosts holding most."""
         target = self._memory_urls // 2
+        chunk = self._chunk
+        for h in sorted((h for h in self._hosts.values() if len(h.tail) >= chunk),
+                        key=lambda h: len(h.tail), reverse=True):
+            if self._ram <= target:
+                return
+            full = len(h.tail) - len(h.tail) % chunk
+            refs = [self._store.write(h.tail[i:i + chunk]) for i in range(0, full, chunk)]
+            h.chunks.extend(refs)
+            h.tail = h.tail[full:]
+            h.tail_qmax = max((q for _, q, _ in h.tail), default=0.0)
+            self._ram -= full
+            self.counts.spilled_urls += full
         for h in sorted(self._hosts.values(), key=lambda h: h.ram, reverse=True):
             if self._ram <= target or h.ram == 0:
                 break
@@ -582,7 +597,8 @@ class Frontier:
                 yield HostRecord(h.name, wall + (h.ready_at - mono) if h.ready_at > mono else 0.0, h.ip, stats,
                                  [c.as_list() for c in h.chunks], ram, inflight)
 
-        write_checkpoint(self.directory, gen, self._seq, sorted(self._done), records())
+        write_checkpoint(self.directory, gen, self._seq, sorted(self._done), records(),
+                         unconfirmed=[u for _, _, _, u in self._unconfirmed])
         self._store.pin(referenced)
         remove_before(self.directory, gen)
         self._gen = gen
@@ -607,8 +623,10 @@ class Frontier:
         path = latest_checkpoint(directory)
         mono, wall = self._now(), time.time()
         crashed: dict[str, str] = {}
+        unconfirmed: set[str] = set()
         if path is not None:
             cp = read_checkpoint(path)
+            unconfirmed.update(cp.unconfirmed)
             self._gen = cp.gen
             self._seq = cp.seq
             self._done = set(cp.done)
@@ -637,8 +655,11 @@ class Frontier:
                     crashed[rec[1]] = rec[2]
                 elif kind == "c" and len(rec) == 2:
                     self._done.add(rec[1])
+                    unconfirmed.discard(rec[1])
                 elif kind == "d" and len(rec) == 4:
-                    crashed.pop(rec[1], None)
+                    started = crashed.pop(rec[1], None)
+                    if started and not rec[3]:
+                        unconfirmed.add(started)         # or put back: an upper bound either way
                     h = self._hosts.get(rec[1])
                     next_wall = float(rec[2])
                     if h is not None and next_wall > wall:
@@ -655,6 +676,7 @@ class Frontier:
                 if h.state == WAITING:
                     self._schedule(h)
         self.counts.resumed_inflight = len(crashed)
+        self.counts.resumed_unconfirmed = len(unconfirmed - self._done)
         self.counts.recovered_urls = self.queued
         self.resumed = path is not None or replayed > 0
         if self.resumed:
@@ -690,6 +712,11 @@ class Frontier:
             self._schedule(h)
 
     # --- state ------------------------------------------------------------------------------------
+    @property
+    def waiting_workers(self) -> int:
+        """Workers blocked in get(): nothing they may fetch now."""
+        return sum(1 for f in self._waiters if not f.done())
+
     @property
     def busy_hosts(self) -> int:
         return self._busy

@@ -114,13 +114,16 @@ class Checkpoint:
     done: list[str]
     hosts: list[HostRecord]
     written_wall: float
+    unconfirmed: list[str] = field(default_factory=list)
 
 
-def write_checkpoint(directory: Path, gen: int, seq: int, done: list[str], hosts: Iterator[HostRecord]) -> Path:
+def write_checkpoint(directory: Path, gen: int, seq: int, done: list[str], hosts: Iterator[HostRecord], *,
+                     unconfirmed: list[str] = ()) -> Path:
     """Write checkpoint `gen` atomically (tmp, fsync, rename, fsync dir)."""
     final = checkpoint_path(directory, gen)
     tmp = final.with_suffix(".tmp")
-    header = {"version": FORMAT_VERSION, "gen": gen, "seq": seq, "wall": time.time(), "done": done}
+    header = {"version": FORMAT_VERSION, "gen": gen, "seq": seq, "wall": time.time(), "done": done,
+              "unconfirmed": list(unconfirmed)}
     with tmp.open("w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(json.dumps(header, separators=(",", ":"), ensure_ascii=False) + "\n")
         for record in hosts:
@@ -139,7 +142,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
             raise ValueError(f"{path}: unknown frontier checkpoint version {header.get('version')!r}")
         hosts = [HostRecord.from_json(line) for line in f if line.strip()]
     return Checkpoint(int(header["gen"]), int(header["seq"]), list(header.get("done", [])), hosts,
-                      float(header.get("wall", 0.0)))
+                      float(header.get("wall", 0.0)), list(header.get("unconfirmed", [])))
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

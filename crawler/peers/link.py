@@ -118,6 +118,7 @@ class PeerLink:
         self.counters.batches_sent += self.spool.unread
         self.resend: deque[Batch] = deque()
         self.pending: deque[Batch] = deque()
+        self.last_seq = 0                  # the newest sequence number given to a batch
         self.unacked: dict[int, Batch] = {}          # insertion order = transmission order
         self.up = False
         self.down_since = time.monotonic()
@@ -149,6 +150,15 @@ class PeerLink:
     def in_memory(self) -> int:
         """Batches held in RAM for this peer."""
         return len(self.pending) + len(self.resend) + sum(1 for b in self.unacked.values() if b.segment is None)
+
+    def durable_through(self, seq: int) -> bool:
+        """Every batch numbered up to `seq` is ACKed (the peer's DUE has it) or in the spool: it
+        survives this process being killed. The node confirms fetched pages against this."""
+        for group in (self.pending, self.resend, self.unacked.values()):
+            for b in group:
+                if b.segment is None and b.seq <= seq:
+                    return False
+        return True
 
     def drained(self) -> bool:
         """Nothing queued, nothing unacked, nothing spooled."""
@@ -249,6 +259,7 @@ class PeerLink:
     def _accept(self, body: bytes, urls: int) -> Batch:
         """Number and frame a batch that is being placed now; counts it as sent (once, ever)."""
         seq = self.seqs.next()
+        self.last_seq = seq
         batch = Batch(seq, batch_frame(seq, urls, body), urls)
         c = self.counters
         c.batches_sent += 1

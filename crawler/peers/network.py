@@ -153,6 +153,14 @@ class PeerNetwork:
         link = self._links.get(peer_id)
         return link is not None and link.up
 
+    def marks(self) -> dict[int, int]:
+        """The newest batch number per peer: what `durable` is later asked about."""
+        return {pid: link.last_seq for pid, link in self._links.items()}
+
+    def durable(self, marks: dict[int, int]) -> bool:
+        """Every batch up to each peer's mark is ACKed or spooled (survives our being killed)."""
+        return all(self._links[pid].durable_through(seq) for pid, seq in marks.items())
+
     def idle(self) -> bool:
         """Nothing queued, unacked or spooled for any peer, and no received batch being processed."""
         return all(link.drained() for link in self._links.values()) and not (self._server and self._server.busy())

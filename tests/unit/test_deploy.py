@@ -602,7 +602,8 @@ def test_operations_guide_has_its_sections_and_states_the_limits():
         assert heading in headings, heading
     flat = " ".join(text.split()).lower()
     assert "docs/metrics.md" in flat
-    assert "no checkpoint/resume across restarts beyond what the peer spools keep" in flat
+    assert "a restart after a clean stop fetches no page twice" in flat
+    assert "upgrade" in [h.lower() for h in headings]
     assert "a lost node's hosts are not crawled until it returns" in flat
     assert "rendezvous partitioning moves ~1/n of the hosts" in flat
     assert "replicas` and the node list must agree" in flat
