@@ -54,7 +54,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from crawler.config.schema import DueConfig  # noqa: E402
-from crawler.due.disk import DEFAULT_BUCKETS, DEFAULT_DELTA_RATIO, DiskDUE  # noqa: E402
+from crawler.due.disk import DiskDUE  # noqa: E402
+from crawler.due.kernel import COMPILED as KERNEL_COMPILED  # noqa: E402
 
 # Broder, Najork & Wiener (2003): links per page, mean 62.55, median 23.
 LINKS_MEDIAN = 23.0
@@ -235,7 +236,7 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
                   background=not args.no_background, durable=not args.no_fsync)
     log(f"due: buffer_size={config.buffer_size} cache={config.cache.policy}/{config.cache.size} "
         f"buckets={due.stats()['buckets']} delta_ratio={args.delta_ratio} background={not args.no_background} "
-        f"calls={'pages' if not args.batch else args.batch} dir={workdir}")
+        f"calls={'pages' if not args.batch else args.batch} compiled_kernel={KERNEL_COMPILED} dir={workdir}")
     rss_start = rss_mb()
     emitted = checks = 0
     k = 0
@@ -293,7 +294,7 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
         "impl": "due", "fingerprints": distinct, "checks": checks, "calls": "pages" if not args.batch else args.batch,
         "buffer_size": config.buffer_size, "cache_size": config.cache.size, "buckets": st["buckets"],
         "delta_ratio": args.delta_ratio, "background": not args.no_background,
-        "seconds": round(elapsed, 2),
+        "compiled_kernel": KERNEL_COMPILED, "seconds": round(elapsed, 2),
         "due_seconds": round(in_due, 2), "checks_per_s": round(checks / in_due),
         "checks_per_s_wall": round(checks / elapsed),
         "cpu_seconds": round(cpu[0] + cpu[1], 1), "due_cpu_seconds": round(in_due_cpu, 1),
@@ -436,7 +437,6 @@ RUNNERS = {"due": run_due, "set": run_set, "redis": run_redis}
 
 
 def run_one(args) -> dict:
-    mix = Mix()
     scratch = None
     if args.workload:
         path = Path(f"{args.workload}-{args.fingerprints}-{args.seed}")
@@ -526,8 +526,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="distinct URLs for the set and Redis baselines (ratios are per URL)")
     ap.add_argument("--buffer-size", type=int, default=defaults.buffer_size)
     ap.add_argument("--cache-size", type=int, default=defaults.cache.size)
-    ap.add_argument("--buckets", type=int, default=DEFAULT_BUCKETS)
-    ap.add_argument("--delta-ratio", type=float, default=DEFAULT_DELTA_RATIO)
+    ap.add_argument("--buckets", type=int, default=defaults.buckets)
+    ap.add_argument("--delta-ratio", type=float, default=defaults.delta_ratio)
     ap.add_argument("--no-background", action="store_true", help="merge in the caller's thread")
     ap.add_argument("--no-fsync", action="store_true", help="DiskDUE(durable=False): no fsync at all")
     ap.add_argument("--batch", type=int, default=0,

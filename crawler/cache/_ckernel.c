@@ -1222,10 +1222,274 @@ static PyObject *belady(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* ====================================================== DUE submit kernel */
+/*
+ * due_submit: the hot path of crawler.due.disk.DiskDUE.submit in one call (the
+ * DUE's pure-Python twin is crawler/due/kernel.py; tests check both give the
+ * same cache state, buffer and journal bytes).  Per call (a page's links):
+ *
+ *   1. probe the front cache with every fingerprint (hits are duplicates);
+ *   2. append the misses to the buffer: fingerprints into `buf` at `n`, URL
+ *      objects onto the list `buf_urls` (references, no copies);
+ *   3. write the misses' journal record into the mapped window at `pos`:
+ *        u32 tag | u32 count | u32 blob_bytes | u32 crc32 | count x u64 | blob
+ *      with the URLs' UTF-8 joined by "\n" (crawler/due/journal.py).
+ *
+ * Returns (misses, record_bytes).  record_bytes is -1 when the record was not
+ * written: it does not fit in the window, a URL holds a newline, or a URL is
+ * not valid UTF-8 (lone surrogates); the caller then writes it with the
+ * journal's own code, which handles those cases.
+ */
+#define DUE_TAG_LINES 0x4C4A5544u   /* b"DUJL", same as journal.TAG_LINES */
+#define DUE_HEADER_BYTES 16
+#define DUE_STACK_URLS 512          /* calls up to this size need no heap scratch */
+
+static uint32_t crc_table[8][256];  /* slice-by-8 tables of the zlib CRC-32 */
+
+static void crc32_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* zlib's crc32(crc, p, n): chaining calls equals one call over the concatenation. */
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+    while (n && ((uintptr_t)p & 7)) {
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v ^= crc;
+        crc = crc_table[7][v & 0xFF] ^ crc_table[6][(v >> 8) & 0xFF] ^ crc_table[5][(v >> 16) & 0xFF] ^
+              crc_table[4][(v >> 24) & 0xFF] ^ crc_table[3][(v >> 32) & 0xFF] ^
+              crc_table[2][(v >> 40) & 0xFF] ^ crc_table[1][(v >> 48) & 0xFF] ^ crc_table[0][v >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* crc32(data, crc) from Python: the reference test compares it with zlib.crc32. */
+static PyObject *crc32_py(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer data;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &data, &crc))
+        return NULL;
+    uint32_t r = crc32_update(crc, (const uint8_t *)data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(r);
+}
+
+static inline void put_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* hits[i] = the cache's answer for fps[i]: the compiled policies' loops
+ * directly, any other cache through its check_and_add_many. */
+static int due_probe(PyObject *cache, PyObject *fps_obj, const uint64_t *fps, Py_ssize_t count, uint8_t *hits)
+{
+    if (PyObject_TypeCheck(cache, &ClockType) && ((ClockObject *)cache)->keys != NULL) {
+        clock_loop((ClockObject *)cache, fps, hits, count);
+        return 0;
+    }
+    if (PyObject_TypeCheck(cache, &LruType) && ((LruObject *)cache)->e != NULL) {
+        lru_loop((LruObject *)cache, fps, hits, count);
+        return 0;
+    }
+    if (PyObject_TypeCheck(cache, &RandomType) && ((RandomObject *)cache)->keys != NULL) {
+        random_loop((RandomObject *)cache, fps, hits, count);
+        return 0;
+    }
+    PyObject *r = PyObject_CallMethod(cache, "check_and_add_many", "O", fps_obj);
+    if (r == NULL)
+        return -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(r, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(r);
+        return -1;
+    }
+    int ok = view.len == count && view.itemsize == 1;
+    if (ok)
+        for (Py_ssize_t i = 0; i < count; i++)
+            hits[i] = ((const uint8_t *)view.buf)[i] != 0;
+    PyBuffer_Release(&view);
+    Py_DECREF(r);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "check_and_add_many must return one bool per fingerprint");
+        return -1;
+    }
+    return 0;
+}
+
+/* The journal record of the misses at window[pos...]; returns its size, or -1
+ * if it cannot be written here (see above). `ptrs`/`lens` are scratch. */
+static Py_ssize_t due_record(PyObject *buf_urls, Py_ssize_t first, const uint64_t *fps, Py_ssize_t m,
+                             uint8_t *window, Py_ssize_t window_len, Py_ssize_t pos,
+                             const char **ptrs, Py_ssize_t *lens)
+{
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return -1;                        /* the file is little-endian: let Python convert */
+#endif
+    Py_ssize_t blob = m - 1;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *u = PyList_GET_ITEM(buf_urls, first + i);
+        if (!PyUnicode_Check(u))
+            return -1;
+        const char *s = PyUnicode_AsUTF8AndSize(u, &lens[i]);
+        if (s == NULL) {              /* lone surrogates: the journal's own code encodes them */
+            PyErr_Clear();
+            return -1;
+        }
+        if (memchr(s, '\n', (size_t)lens[i]) != NULL)
+            return -1;
+        ptrs[i] = s;
+        blob += lens[i];
+    }
+    Py_ssize_t size = DUE_HEADER_BYTES + 8 * m + blob;
+    if (window == NULL || pos < 0 || m > UINT32_MAX || blob > UINT32_MAX || pos + size > window_len)
+        return -1;
+    uint8_t *head = window + pos, *q = head + DUE_HEADER_BYTES;
+    memcpy(q, fps, (size_t)(8 * m));
+    uint32_t crc = crc32_update(0, q, (size_t)(8 * m));
+    uint8_t *start = q += 8 * m;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (i)
+            *q++ = '\n';
+        memcpy(q, ptrs[i], (size_t)lens[i]);
+        q += lens[i];
+    }
+    crc = crc32_update(crc, start, (size_t)blob);
+    put_u32le(head, DUE_TAG_LINES);
+    put_u32le(head + 4, (uint32_t)m);
+    put_u32le(head + 8, (uint32_t)blob);
+    put_u32le(head + 12, crc);
+    return size;
+}
+
+static PyObject *due_submit(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "due_submit(cache, fps, urls, buf, n, buf_urls, window, pos) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *cache = args[0], *fps_obj = args[1], *urls = args[2], *buf_obj = args[3];
+    PyObject *buf_urls = args[5], *window_obj = args[6];
+    Py_ssize_t n = PyLong_AsSsize_t(args[4]), pos = PyLong_AsSsize_t(args[7]);
+    if ((n == -1 || pos == -1) && PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(urls) || !PyList_CheckExact(buf_urls)) {
+        PyErr_SetString(PyExc_TypeError, "due_submit needs lists of URLs");
+        return NULL;
+    }
+    Py_buffer in, buf, win;
+    PyObject *owner;
+    if (get_u64_view(fps_obj, &in, &owner) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    uint8_t hits_stack[DUE_STACK_URLS];
+    const char *ptrs_stack[DUE_STACK_URLS];
+    Py_ssize_t lens_stack[DUE_STACK_URLS];
+    uint8_t *hits = hits_stack;
+    const char **ptrs = ptrs_stack;
+    Py_ssize_t *lens = lens_stack;
+    int have_buf = 0, have_win = 0;
+    Py_ssize_t count = in.len / 8, first = PyList_GET_SIZE(buf_urls);
+    if (PyList_GET_SIZE(urls) != count) {
+        PyErr_SetString(PyExc_ValueError, "due_submit got a different number of fingerprints and URLs");
+        goto done;
+    }
+    if (PyObject_GetBuffer(buf_obj, &buf, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    have_buf = 1;
+    if (buf.itemsize != 8 || n < 0 || n + count > buf.len / 8) {
+        PyErr_SetString(PyExc_ValueError, "due_submit: the buffer has no room for this batch");
+        goto done;
+    }
+    if (count > DUE_STACK_URLS) {
+        hits = PyMem_Malloc((size_t)count);
+        ptrs = PyMem_Malloc((size_t)count * sizeof(*ptrs));
+        lens = PyMem_Malloc((size_t)count * sizeof(*lens));
+        if (hits == NULL || ptrs == NULL || lens == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (due_probe(cache, fps_obj, (const uint64_t *)in.buf, count, hits) < 0)
+        goto done;
+    const uint64_t *src = (const uint64_t *)in.buf;
+    uint64_t *dst = (uint64_t *)buf.buf + n;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (hits[i])
+            continue;
+        dst[m++] = src[i];
+        if (PyList_Append(buf_urls, PyList_GET_ITEM(urls, i)) < 0) {
+            PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+            goto done;
+        }
+    }
+    Py_ssize_t size = 0;
+    if (m) {
+        uint8_t *window = NULL;
+        Py_ssize_t window_len = 0;
+        if (window_obj != Py_None) {
+            if (PyObject_GetBuffer(window_obj, &win, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+                PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+                goto done;
+            }
+            have_win = 1;
+            window = (uint8_t *)win.buf;
+            window_len = win.len;
+        }
+        size = due_record(buf_urls, first, dst, m, window, window_len, pos, ptrs, lens);
+    }
+    result = Py_BuildValue("(nn)", m, size);
+    if (result == NULL)
+        PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+done:
+    if (hits != hits_stack)
+        PyMem_Free(hits);
+    if (ptrs != ptrs_stack)
+        PyMem_Free((void *)ptrs);
+    if (lens != lens_stack)
+        PyMem_Free(lens);
+    if (have_win)
+        PyBuffer_Release(&win);
+    if (have_buf)
+        PyBuffer_Release(&buf);
+    PyBuffer_Release(&in);
+    Py_XDECREF(owner);
+    return result;
+}
+
 /* ================================================================= module */
 static PyMethodDef module_methods[] = {
     {"belady", belady, METH_VARARGS,
      "belady(next_use, capacity, out): MIN's hit (1) / miss (0) per request into out."},
+    {"due_submit", (PyCFunction)(void (*)(void))due_submit, METH_FASTCALL,
+     "due_submit(cache, fps, urls, buf, n, buf_urls, window, pos) -> (misses, record_bytes): "
+     "the DUE's submit hot path (see crawler/due/kernel.py)."},
+    {"crc32", crc32_py, METH_VARARGS, "crc32(data, crc=0): zlib's CRC-32, as the DUE kernel computes it."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef ckernel_module = {
@@ -1248,6 +1512,7 @@ static int add_type(PyObject *m, PyTypeObject *t, const char *name)
 PyMODINIT_FUNC PyInit__ckernel(void)
 {
     DETECT_CPU();
+    crc32_init();
     PyObject *numpy = PyImport_ImportModule("numpy");
     if (numpy == NULL)
         return NULL;

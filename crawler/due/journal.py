@@ -59,6 +59,7 @@ URL_ENCODING = "utf-8"
 URL_ERRORS = "surrogatepass"  # never fail on a str the caller gave us
 _NEWLINE = b"\n"
 _NATIVE_LE = sys.byteorder == "little"   # uint64 arrays are already the file's byte order
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # Linux only; elsewhere pages fault in as written
 
 
 def segment_name(seq: int) -> str:
@@ -91,8 +92,8 @@ class Journal:
         self.durable = durable        # False: fsync nothing (tests, throwaway crawls)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
-        self._mm: mmap.mmap | None = None
-        self._window_at = 0           # file offset of the mapped window
+        self.window: mmap.mmap | None = None   # the mapped part of the active segment
+        self.window_at = 0           # its file offset
         self.active: int = 0          # number of the segment being appended to
         self.active_bytes = 0         # its size
         self.dirty = False            # written since its last fsync
@@ -115,12 +116,12 @@ class Journal:
         fd = os.open(self.path(seq), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _reserve(fd, 0, WINDOW_BYTES)
-            mm = mmap.mmap(fd, WINDOW_BYTES)
+            mm = _map(fd, WINDOW_BYTES, 0)
         except BaseException:
             os.close(fd)
             raise
         mm[:len(SEGMENT_MAGIC)] = SEGMENT_MAGIC
-        self._fd, self._mm, self._window_at = fd, mm, 0
+        self._fd, self.window, self.window_at = fd, mm, 0
         self.active, self.active_bytes, self.dirty = seq, len(SEGMENT_MAGIC), True
 
     def remove(self, seqs: list[int]) -> None:
@@ -133,7 +134,7 @@ class Journal:
 
     def fsync_active(self) -> None:
         """Make the active segment durable."""
-        if self._mm is not None and self.dirty and self.durable:
+        if self.window is not None and self.dirty and self.durable:
             os.fsync(self._fd)             # writes back the pages dirtied through every window
             self.dirty = False
 
@@ -143,7 +144,7 @@ class Journal:
         The helper works on a duplicate of the file descriptor, so rotating or
         closing the segment meanwhile is safe. At most one runs at a time.
         """
-        if self._mm is None or not self.dirty or not self.durable:
+        if self.window is None or not self.dirty or not self.durable:
             return
         if self._sync is not None and not self._sync.done():
             return
@@ -157,7 +158,7 @@ class Journal:
         if not self.durable:
             return
         for seq in seqs:
-            if seq == self.active and self._mm is not None:
+            if seq == self.active and self.window is not None:
                 self.fsync_active()
                 continue
             fd = os.open(self.path(seq), os.O_RDONLY)
@@ -179,11 +180,11 @@ class Journal:
         """Stop appending: unmap the active segment and cut its unused reserve."""
         if self._syncer is not None and self._sync is not None and self._sync.done():
             self._sync.result()                   # an fsync error surfaces here
-        if self._mm is not None:
-            self._mm.close()
+        if self.window is not None:
+            self.window.close()
             os.ftruncate(self._fd, self.active_bytes)
             os.close(self._fd)
-            self._mm, self._fd = None, None
+            self.window, self._fd = None, None
 
     def shutdown(self) -> None:
         """Close, and wait for the background fsync helper to finish."""
@@ -214,14 +215,20 @@ class Journal:
             tag, blob = TAG_LENGTHS, _length_blob(urls)
         fb = fps.tobytes() if _NATIVE_LE else fps.astype(FP_DTYPE).tobytes()
         head = _HEADER_PACK(tag, count, len(blob), _crc32(blob, _crc32(fb))) + fb
-        pos = self.active_bytes - self._window_at      # offset in the mapped window
+        pos = self.active_bytes - self.window_at      # offset in the mapped window
         size = len(head) + len(blob)
-        if pos + size > len(self._mm):
+        if pos + size > len(self.window):
             pos = self._slide(size)
-        mm = self._mm
+        mm = self.window
         mid = pos + len(head)
         mm[pos:mid] = head
         mm[mid:pos + size] = blob
+        self.active_bytes += size
+        self.dirty = True
+
+    def advance(self, size: int) -> None:
+        """Account for a record of `size` bytes written into `window` at the append
+        position by the DUE's submit kernel (crawler/due/kernel.py)."""
         self.active_bytes += size
         self.dirty = True
 
@@ -234,9 +241,9 @@ class Journal:
         start = self.active_bytes - self.active_bytes % mmap.ALLOCATIONGRANULARITY
         length = max(WINDOW_BYTES, self.active_bytes - start + size)
         _reserve(self._fd, start, length)
-        self._mm.close()
-        self._mm = mmap.mmap(self._fd, length, offset=start)
-        self._window_at = start
+        self.window.close()
+        self.window = _map(self._fd, length, start)
+        self.window_at = start
         return self.active_bytes - start
 
     # --- reading -------------------------------------------------------------
@@ -364,6 +371,12 @@ def _fsync_and_close(fd: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _map(fd: int, length: int, offset: int) -> mmap.mmap:
+    """A shared writable mapping of the file, its pages faulted in now (MAP_POPULATE):
+    one system call per window instead of a page fault every few records."""
+    return mmap.mmap(fd, length, flags=mmap.MAP_SHARED | _POPULATE, offset=offset)
 
 
 def _reserve(fd: int, offset: int, length: int) -> None:

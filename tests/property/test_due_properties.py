@@ -6,33 +6,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
 from crawler.due.memory import MemoryDUE
+from tests.due_support import batch, url_of
 
-MASK64 = (1 << 64) - 1
 DOMAIN = 60          # distinct URLs an example can draw from: small, so repeats are common
-
-
-def fp_of(i: int) -> int:
-    """Small ints spread over the fingerprint space, both ends included."""
-    if i == 0:
-        return 0
-    if i == 1:
-        return MASK64
-    return (i * 0x9E3779B97F4A7C15) & MASK64
-
-
-def url_of(i: int) -> str:
-    return f"http://h{i % 4}.test/{i}"
-
-
-def batch(ids: list[int]) -> tuple[np.ndarray, list[str]]:
-    return np.array([fp_of(i) for i in ids], dtype=np.uint64), [url_of(i) for i in ids]
 
 
 operation = st.one_of(

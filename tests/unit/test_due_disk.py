@@ -13,31 +13,14 @@ from crawler.due.disk import DiskDUE
 from crawler.due.diskset import DiskSet
 from crawler.due.journal import Journal, SEGMENT_MAGIC
 from crawler.due.manifest import read_manifest
+from tests.due_support import MASK64, batch, url_of
 
 REQUIRED_STATS = ("checks", "cache_hits", "cache_misses", "buffer", "disk_fingerprints", "disk_bytes",
                   "merges", "merge_seconds", "new", "duplicates_emitted")
-MASK64 = (1 << 64) - 1
 
 
 def config(buffer_size: int = 8, cache_size: int = 4) -> DueConfig:
     return DueConfig(cache=CacheConfig(policy="clock", size=cache_size), buffer_size=buffer_size)
-
-
-def fp_of(i: int) -> int:
-    """Spread small ints over the 64-bit space (and hit both ends)."""
-    if i == 0:
-        return 0
-    if i == 1:
-        return MASK64
-    return (i * 0x9E3779B97F4A7C15) & MASK64
-
-
-def url_of(i: int) -> str:
-    return f"http://h{i % 3}.test/page/{i}"
-
-
-def batch(ids: list[int]) -> tuple[np.ndarray, list[str]]:
-    return np.array([fp_of(i) for i in ids], dtype=np.uint64), [url_of(i) for i in ids]
 
 
 def submit(due: DiskDUE, ids: list[int]) -> list[str]:
@@ -328,19 +311,30 @@ def test_ram_holds_only_the_buffer(tmp_path: Path) -> None:
     due.close()
 
 
-def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch) -> None:
-    due = DiskDUE(tmp_path, config(buffer_size=100, cache_size=64), background=False)
-    real = due._journal.append
+@pytest.mark.parametrize("how", ["window-full", "slow-record"])
+def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, how: str) -> None:
+    """The journal fails where it can: reserving the next window (a full disk),
+    or in its own append (the records the kernel leaves to it)."""
+    import crawler.due.journal as journal_module
+    monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 12)
+    due = DiskDUE(tmp_path, config(buffer_size=1000, cache_size=512), background=False)
+    ids = list(range(2, 202))                # ~6 KB of record: more than the 4 KiB window
+    fps, urls = batch(ids)
+    if how == "slow-record":
+        ids, fps, urls = ids[:2], fps[:2], [urls[0] + "\nnewline", urls[1]]
 
-    def full_disk(fps, urls):
+    def full_disk(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(due._journal, "append", full_disk)
+    target = (journal_module, "_reserve") if how == "window-full" else (due._journal, "append")
+    real = getattr(*target)
+    monkeypatch.setattr(*target, full_disk)
     with pytest.raises(OSError):
-        submit(due, [1, 2])
-    monkeypatch.setattr(due._journal, "append", real)
-    submit(due, [1, 2])                      # not cache hits: the URLs were never accepted
-    assert sorted(due.flush()) == [url_of(1), url_of(2)]
+        due.submit(fps, urls)
+    assert due.pending == 0 and due._urls == []
+    monkeypatch.setattr(*target, real)
+    due.submit(fps, urls)                    # not cache hits: the URLs were never accepted
+    assert sorted(due.flush()) == sorted(urls)
     due.close()
 
 
@@ -370,3 +364,15 @@ def test_journal_windows_slide_over_a_long_segment(tmp_path: Path, monkeypatch, 
         [urls_all[0], urls_all[5000], urls_all[-1]]
     if closed:
         assert scan.torn_bytes == 0
+
+
+def test_tunables_come_from_the_config_unless_given(tmp_path: Path) -> None:
+    c = DueConfig(cache=CacheConfig(policy="clock", size=4), buffer_size=8, buckets=8, delta_ratio=0.5,
+                  background=False, journal_fsync_s=None, window_entries=1000)
+    due = DiskDUE(tmp_path / "a", c, durable=False)
+    assert due.stats()["buckets"] == 8 and not due.background and due._journal_fsync_s is None
+    assert due._set.window_entries == 1000 and due._set.delta_ratio == 0.5
+    due.close()
+    due = DiskDUE(tmp_path / "b", c, buckets=4, background=True, durable=False)   # arguments win
+    assert due.stats()["buckets"] == 4 and due.background
+    due.close()

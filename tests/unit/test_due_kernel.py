@@ -1,0 +1,171 @@
+"""The DUE's submit kernel: the compiled one and its pure-Python twin agree byte for byte."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import crawler.due.disk as disk_module
+from crawler.cache import make_cache
+from crawler.cache._native import NATIVE
+from crawler.cache.clock import PyClockKernel
+from crawler.config.schema import CacheConfig, DueConfig
+from crawler.due import kernel
+from crawler.due.disk import DiskDUE
+from crawler.due.journal import Journal
+from tests.due_support import batch, fp_of
+
+compiled = pytest.mark.skipif(not kernel.COMPILED, reason="the compiled extension is not built")
+WINDOW_BYTES = 1 << 16
+POLICIES = [("clock", {}), ("lru", {}), ("random", {"seed": 3}), ("static", {"preload": np.array([fp_of(i) for i in range(0, 400, 7)], dtype=np.uint64)})]
+
+
+def batches(seed: int, count: int) -> list[tuple[np.ndarray, list[str]]]:
+    """Batches with repeats inside and across calls; sizes from 0 to past the kernel's stack scratch (512)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        size = int(rng.choice([0, 1, 7, 60, 300, 700]))
+        out.append(batch(rng.integers(0, 400, size).tolist()))
+    return out
+
+
+class Side:
+    """One implementation's state: cache, buffer, URL list, window and append position."""
+
+    def __init__(self, cache, window_bytes: int = WINDOW_BYTES) -> None:
+        self.cache = cache
+        self.buf = np.zeros(100_000, dtype=np.uint64)
+        self.n = 0
+        self.urls: list[str] = []
+        self.window = bytearray(window_bytes)
+        self.pos = 0
+
+    def submit(self, fn, fps: np.ndarray, urls: list[str], window=True) -> tuple[int, int]:
+        m, size = fn(self.cache, fps, urls, self.buf, self.n, self.urls, self.window if window else None, self.pos)
+        self.n += m
+        if size > 0:
+            self.pos += size
+        return m, size
+
+
+@compiled
+def test_crc32_is_zlibs() -> None:
+    rng = np.random.default_rng(1)
+    for size in (0, 1, 7, 8, 9, 63, 1000, 4099):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        for start in (0, 1, 0xFFFFFFFF, 0x12345678):
+            assert NATIVE.crc32(data, start) == zlib.crc32(data, start)
+        assert NATIVE.crc32(data[3:], NATIVE.crc32(data[:3])) == zlib.crc32(data)
+
+
+@compiled
+@pytest.mark.parametrize("policy,options", POLICIES, ids=[p for p, _ in POLICIES])
+def test_compiled_and_python_kernels_agree(policy: str, options: dict) -> None:
+    native = Side(make_cache(policy, 64, **options))
+    python = Side(make_cache(policy, 64, **options))
+    for fps, urls in batches(seed=len(policy), count=60):
+        assert native.submit(kernel.submit, fps, urls) == python.submit(kernel.py_submit, fps, urls)
+    assert native.n == python.n > 0
+    assert (native.buf == python.buf).all()
+    assert native.urls == python.urls
+    assert native.pos == python.pos
+    assert native.window == python.window
+    assert (native.cache.hits, native.cache.misses) == (python.cache.hits, python.cache.misses)
+    assert sorted(native.cache.keys()) == sorted(python.cache.keys())
+
+
+@compiled
+def test_any_cache_object_works_through_its_batch_call() -> None:
+    """A cache the kernel does not know (here the pure-Python CLOCK) is asked through check_and_add_many."""
+    native = Side(make_cache("clock", 64))
+    other = Side(PyClockKernel(64, 32))
+    for fps, urls in batches(seed=9, count=40):
+        assert other.submit(kernel.submit, fps, urls) == native.submit(kernel.submit, fps, urls)
+    assert native.window == other.window and native.urls == other.urls
+
+
+@pytest.mark.parametrize("fn", [pytest.param("submit", marks=compiled), "py_submit"])
+def test_records_it_cannot_write_are_left_to_the_journal(fn: str) -> None:
+    submit = getattr(kernel, fn)
+    fps, urls = batch([1, 2, 3])
+    for bad in (["http://a.test/x\ny", urls[1], urls[2]],          # a newline: the LENGTHS record
+                ["http://a.test/\udc80", urls[1], urls[2]]):       # a lone surrogate
+        side = Side(make_cache("clock", 64))
+        assert side.submit(submit, fps, bad) == (3, -1)
+        assert side.urls == bad and side.n == 3 and not any(side.window)
+    side = Side(make_cache("clock", 64), window_bytes=40)            # no room for the record
+    assert side.submit(submit, fps, urls) == (3, -1)
+    assert side.submit(submit, fps, urls) == (0, 0)                # all hits now: nothing to write
+    side = Side(make_cache("clock", 64))
+    assert side.submit(submit, fps, urls, window=False) == (3, -1)
+    with pytest.raises(ValueError):
+        side.submit(submit, fps, urls[:2])
+    side.n = len(side.buf) - 1
+    with pytest.raises(ValueError):                                 # the caller must make room first
+        side.submit(submit, *batch([7, 8]))
+
+
+def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
+    journal = Journal(tmp_path)
+    journal.open_segment(1)
+    cache = make_cache("clock", 1 << 10)
+    buf = np.zeros(10_000, dtype=np.uint64)
+    kept: list[str] = []
+    n = 0
+    for fps, urls in batches(seed=4, count=30):
+        m, size = kernel.submit(cache, fps, urls, buf, n, kept, journal.window, journal.active_bytes - journal.window_at)
+        if size >= 0:
+            journal.advance(size)
+        elif m:
+            journal.append(buf[n:n + m], kept[n:])
+        n += m
+    journal.close()
+    scan = journal.scan(1)
+    assert scan.torn_bytes == 0
+    assert scan.urls == kept and (scan.fps == buf[:n]).all()
+
+
+@compiled
+def test_a_due_on_either_kernel_writes_the_same_files(tmp_path: Path, monkeypatch) -> None:
+    config = DueConfig(cache=CacheConfig(policy="clock", size=32), buffer_size=500)
+    outs, journals = [], []
+    for name, fn in (("native", kernel.submit), ("python", kernel.py_submit)):
+        monkeypatch.setattr(disk_module, "_submit", fn)
+        due = DiskDUE(tmp_path / name, config, buckets=4, background=False, durable=False)
+        out = []
+        for fps, urls in batches(seed=11, count=40):
+            out += due.submit(fps, urls)
+        journals.append(sorted((p.name, p.read_bytes()) for p in (tmp_path / name / "journal").iterdir()))
+        out += due.flush()
+        outs.append(out)
+        due.close()
+    assert outs[0] == outs[1] and len(outs[0]) == len(set(outs[0])) > 0
+    assert journals[0] == journals[1]
+
+
+def test_the_due_runs_without_the_extension(tmp_path: Path) -> None:
+    """CRAWLER_CACHE_PURE_PYTHON=1: the DUE takes the pure-Python kernel, end to end with a restart."""
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from crawler.due import kernel\n"
+        "from crawler.due.disk import DiskDUE\n"
+        "from crawler.config.schema import DueConfig\n"
+        "from tests.due_support import batch\n"
+        "assert not kernel.COMPILED\n"
+        "d = Path(sys.argv[1]); c = DueConfig(buffer_size=50)\n"
+        "due = DiskDUE(d, c, durable=False); out = due.submit(*batch(list(range(30)) * 2)); due.close()\n"
+        "due = DiskDUE(d, c, durable=False); out += due.submit(*batch(list(range(20, 45)))) + due.flush(); due.close()\n"
+        "assert len(out) == len(set(out)) == 45, out\n"
+    )
+    env = {**os.environ, "CRAWLER_CACHE_PURE_PYTHON": "1", "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "due")], env=env, cwd=repo,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
