@@ -181,6 +181,9 @@ def check(config: Config, source: str) -> None:
                               "expected clock, lru, random or static")
         if cache.policy == "static" and not cache.preload_file:
             raise ConfigError(f"{source}: {key}.preload_file: expected a .npy file of fingerprints for policy static, got None")
+    buckets = config.due.buckets
+    if buckets & (buckets - 1):
+        raise ConfigError(f"{source}: due.buckets: expected a power of two, got {buckets}")
     frontier = config.frontier
     from crawler.frontier.policy import HOST_POLICIES, URL_POLICIES
     for key, value, allowed in (("host_policy", frontier.host_policy, HOST_POLICIES),
