@@ -93,8 +93,9 @@ class FetchConfig:
     read_timeout_s: float = _f(30.0, "Time allowed between two reads of the response.", "s", min=0.001)
     total_timeout_s: float = _f(120.0, "Time allowed for one whole fetch.", "s", min=0.001)
     keepalive_s: float = _f(60.0, "How long an idle connection to a host is kept open.", "s", min=0)
-    max_connections: int = _f(64, "Most connections open at once over all hosts (Cao et al. found about 64 before "
-                                  "the CPU saturated); 0 means no cap.", "connections", min=0)
+    max_connections: int = _f(0, "Most connections in use at once over all hosts (Cao et al. found about 64 before "
+                                 "the CPU saturated); 0 means no cap. A fetch waiting for a connection counts against "
+                                 "its total_timeout_s, so keep it above `workers`.", "connections", min=0)
     dns: DnsConfig = _sub(DnsConfig, "Name resolution.")
 
 
