@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import tempfile
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -168,7 +169,6 @@ class Frontier:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._restore()
         else:
-            import tempfile
             self._tmp = tempfile.TemporaryDirectory(prefix="frontier-")
             self._store = SegmentStore(Path(self._tmp.name))
 

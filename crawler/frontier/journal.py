@@ -41,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crawler.due.diskset import fsync_dir
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{10})\.jsonl$")
@@ -56,21 +58,14 @@ def journal_path(directory: Path, gen: int) -> Path:
     return directory / f"journal-{gen:010d}.log"
 
 
-def _numbered(directory: Path, pattern: re.Pattern) -> dict[int, Path]:
+def numbered_files(directory: Path, pattern: re.Pattern) -> dict[int, Path]:
+    """Files of `directory` whose name matches `pattern`, by the number in its first group."""
     out = {}
     for path in directory.iterdir():
         m = pattern.match(path.name)
         if m:
             out[int(m.group(1))] = path
     return out
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -146,19 +141,19 @@ def read_checkpoint(path: Path) -> Checkpoint:
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
-    found = _numbered(directory, CHECKPOINT_NAME)
+    found = numbered_files(directory, CHECKPOINT_NAME)
     return found[max(found)] if found else None
 
 
 def journals_from(directory: Path, gen: int) -> list[Path]:
-    found = _numbered(directory, JOURNAL_NAME)
+    found = numbered_files(directory, JOURNAL_NAME)
     return [found[g] for g in sorted(found) if g >= gen]
 
 
 def remove_before(directory: Path, gen: int) -> None:
     """Delete checkpoints and journals older than generation `gen`, and stray temporaries."""
     for pattern in (CHECKPOINT_NAME, JOURNAL_NAME):
-        for g, path in _numbered(directory, pattern).items():
+        for g, path in numbered_files(directory, pattern).items():
             if g < gen:
                 path.unlink(missing_ok=True)
     for path in directory.glob("checkpoint-*.tmp"):

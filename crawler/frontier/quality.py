@@ -14,6 +14,7 @@ web's Zipf quality); URLs not in the file have quality 0.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -43,29 +44,35 @@ class InlinkScorer:
         return self._counts.nbytes
 
 
+def read_quality_file(path: str | Path) -> dict[str, float]:
+    """A file of `URL<TAB>quality` lines (UTF-8, `#` comments) as {canonical URL: quality};
+    raises ValueError naming the line of a bad entry."""
+    out: dict[str, float] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            url, sep, value = line.rpartition("\t")
+            try:
+                quality = float(value)
+            except ValueError:
+                quality = -1.0
+            if not sep or not url or not quality >= 0 or not math.isfinite(quality):
+                raise ValueError(f"{path}:{number}: expected 'URL<TAB>quality >= 0', got {line[:200]!r}")
+            canonical = canonicalize(url)
+            if canonical is None:
+                raise ValueError(f"{path}:{number}: {url[:200]!r} is not a crawlable URL")
+            out[canonical] = quality
+    return out
+
+
 class OracleScorer:
     """Known qualities from a file; links are not counted."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._quality: dict[str, float] = {}
-        with self.path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                url, sep, value = line.rpartition("\t")
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = -1.0
-                if not sep or quality < 0:
-                    raise ValueError(f"{self.path}:{number}: expected 'URL<TAB>quality >= 0', got {line[:200]!r}")
-                canonical = canonicalize(url)
-                if canonical is None:
-                    raise ValueError(f"{self.path}:{number}: {url[:200]!r} is not a crawlable URL")
-                self._quality[canonical] = quality
-
+        self._quality = read_quality_file(self.path)
     def count(self, fps: np.ndarray) -> None:
         return None
 

@@ -27,6 +27,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from crawler.frontier.journal import numbered_files
+
 log = logging.getLogger(__name__)
 
 RECORD_HEAD = struct.Struct("<IIII")       # magic, count, payload bytes, crc32
@@ -65,12 +67,7 @@ def segment_path(directory: Path, number: int) -> Path:
 
 
 def existing_segments(directory: Path) -> dict[int, Path]:
-    found = {}
-    for path in directory.iterdir():
-        m = SEGMENT_NAME.match(path.name)
-        if m:
-            found[int(m.group(1))] = path
-    return found
+    return numbered_files(directory, SEGMENT_NAME)
 
 
 class SegmentStore:

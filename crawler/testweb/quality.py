@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from crawler.frontier.quality import read_quality_file
 from crawler.urls import canonicalize
 
 from .manifest import Manifest
@@ -115,19 +116,5 @@ def write_oracle(path: str | Path, quality: PageQuality | Mapping[str, float], h
 
 
 def read_oracle(path: str | Path) -> dict[str, float]:
-    """The oracle file as {canonical URL: quality}; raises ValueError naming the line of a bad entry."""
-    out: dict[str, float] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line or line.startswith(_COMMENT):
-                continue
-            url, sep, value = line.rpartition("\t")
-            try:
-                q = float(value)
-            except ValueError:
-                q = -1.0
-            if not sep or not url or not q >= 0 or not math.isfinite(q):
-                raise ValueError(f"{path}:{n}: expected '<URL>\\t<quality >= 0>', got {line[:200]!r}")
-            out[url] = q
-    return out
+    """The oracle file as {canonical URL: quality}: the frontier's own reader of `frontier.quality_file`."""
+    return read_quality_file(path)
