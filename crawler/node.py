@@ -516,6 +516,8 @@ class Node:
         while not self._cluster_done.is_set():
             await asyncio.sleep(0.02)
             now = loop.time()
+            if max_s and now - self._t0 >= max_s:
+                self.stop("max_duration")
             try:
                 if now >= next_checkpoint:
                     next_checkpoint = now + fc.checkpoint_interval_s
@@ -523,18 +525,19 @@ class Node:
                 elif fc.journal_fsync_s and now >= next_fsync:
                     next_fsync = now + fc.journal_fsync_s
                     self.frontier.sync()
+                # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
+                # wait out politeness do not count (a policy may hold many URLs on few hosts).
+                if not self.storage_error and self.due.pending and (
+                        self._inflight == 0 and self.frontier.idle() or
+                        self.frontier.waiting_workers and now - last_flush >= flush_every_s):
+                    last_flush = now
+                    self.enqueue(self.due.flush())
+                if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
+                    await self.splitter.flush_all()
             except OSError as exc:
-                self._storage_failed(exc)
-            if max_s and now - self._t0 >= max_s:
-                self.stop("max_duration")
-            # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
-            # wait out politeness do not count (a policy may hold many URLs on few hosts).
-            if self.due.pending and (self._inflight == 0 and self.frontier.idle() or
-                                     self.frontier.waiting_workers and now - last_flush >= flush_every_s):
-                last_flush = now
-                self.enqueue(self.due.flush())
-            if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
-                await self.splitter.flush_all()
+                if exc.errno not in _STORAGE_ERRNOS:
+                    raise
+                self._storage_failed(exc)       # this loop must go on: it is what ends the crawl
             if self.n_nodes == 1 and self._idle():
                 self.stop("done")
             if now >= next_progress:

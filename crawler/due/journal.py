@@ -93,6 +93,7 @@ class Journal:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
         self.window: mmap.mmap | None = None   # the mapped part of the active segment
+        self.failed: OSError | None = None     # why the last open_segment failed, if it did
         self.window_at = 0           # its file offset
         self.active: int = 0          # number of the segment being appended to
         self.active_bytes = 0         # its size
@@ -117,9 +118,14 @@ class Journal:
         try:
             _reserve(fd, 0, WINDOW_BYTES)
             mm = _map(fd, WINDOW_BYTES, 0)
+        except OSError as exc:
+            os.close(fd)
+            self.failed = exc                     # appends raise OSError until a segment opens again
+            raise
         except BaseException:
             os.close(fd)
             raise
+        self.failed = None
         mm[:len(SEGMENT_MAGIC)] = SEGMENT_MAGIC
         self._fd, self.window, self.window_at = fd, mm, 0
         self.active, self.active_bytes, self.dirty = seq, len(SEGMENT_MAGIC), True
@@ -215,6 +221,11 @@ class Journal:
             tag, blob = TAG_LENGTHS, _length_blob(urls)
         fb = fps.tobytes() if _NATIVE_LE else fps.astype(FP_DTYPE).tobytes()
         head = _HEADER_PACK(tag, count, len(blob), _crc32(blob, _crc32(fb))) + fb
+        if self.window is None:                        # the last open_segment failed (disk full)
+            exc = self.failed
+            raise OSError(exc.errno if exc else errno.EIO,
+                          f"DUE journal has no open segment ({exc.strerror if exc else 'closed'})",
+                          str(self.directory))
         pos = self.active_bytes - self.window_at      # offset in the mapped window
         size = len(head) + len(blob)
         if pos + size > len(self.window):

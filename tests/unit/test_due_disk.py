@@ -376,3 +376,26 @@ def test_tunables_come_from_the_config_unless_given(tmp_path: Path) -> None:
     due = DiskDUE(tmp_path / "b", c, buckets=4, background=True, durable=False)   # arguments win
     assert due.stats()["buckets"] == 4 and due.background
     due.close()
+
+
+def test_journal_append_after_a_failed_segment_open_raises_oserror(tmp_path, monkeypatch):
+    """A full disk while opening the next segment must keep failing as OSError (the node stops on
+    it), never as a TypeError from the missing mapping."""
+    import errno
+
+    import numpy as np
+
+    from crawler.due import journal as jm
+
+    j = jm.Journal(tmp_path / "journal", False)
+    j.open_segment(1)
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jm, "_reserve", full)
+    with pytest.raises(OSError):
+        j.open_segment(2)
+    with pytest.raises(OSError) as info:
+        j.append(np.array([1], dtype=np.uint64), ["http://a.test/"])
+    assert info.value.errno == errno.ENOSPC
