@@ -23,12 +23,16 @@ spilled (head and tail written as chunks) until half the budget is free.
 from __future__ import annotations
 
 import asyncio
+import gc
 import heapq
 import logging
+import os
 import tempfile
 import time
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 from crawler.config.schema import FrontierConfig
@@ -43,13 +47,14 @@ from crawler.frontier.journal import (
     write_checkpoint,
 )
 from crawler.frontier.policy import GlobalEstimates, HostPolicy, HostStats, HostView, url_key
-from crawler.frontier.segments import ChunkError, ChunkRef, SegmentStore
+from crawler.frontier.segments import DEFAULT_SEGMENT_BYTES, ChunkError, ChunkRef, SegmentStore
 
 log = logging.getLogger(__name__)
 
 IDLE, WAITING, READY, BUSY, BLOCKED = range(5)
 FIRST = float("-inf")            # head key of a URL put back: it is taken next
 FORGET_EVERY = 4096              # releases between sweeps of idle hosts
+COMPACT_LIVE_FRACTION = 0.5      # segments less full than this are compacted
 
 
 @dataclass(slots=True)
@@ -58,6 +63,8 @@ class FrontierStats:
     dispatched: int = 0
     requeued: int = 0
     spilled_urls: int = 0
+    rewritten_urls: int = 0          # spilled again when small chunks are merged
+    compactions: int = 0
     loaded_urls: int = 0
     chunk_errors: int = 0
     lost_urls: int = 0
@@ -126,11 +133,12 @@ class Frontier:
     """Politeness-aware, policy-ranked, disk-spilling, restartable URL frontier."""
 
     def __init__(self, config: FrontierConfig, workers: int, *, directory: str | Path | None = None,
-                 per_ip: bool = False) -> None:
+                 per_ip: bool = False, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
         self.config = config
         self.workers = workers
         self._per_ip = per_ip
         self._chunk = config.chunk_urls
+        self._segment_bytes = segment_bytes
         self._memory_urls = config.memory_urls
         self._weight = config.ewma_weight
         self._estimates = GlobalEstimates()
@@ -165,12 +173,14 @@ class Frontier:
         self._gen = 0
         self._journal: Journal | None = None
         self._store: SegmentStore | None = None
+        self._pending: _CheckpointPlan | None = None
+        self._executor: ThreadPoolExecutor | None = None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._restore()
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="frontier-")
-            self._store = SegmentStore(Path(self._tmp.name))
+            self._store = SegmentStore(Path(self._tmp.name), segment_bytes=segment_bytes)
 
     # --- time ---------------------------------------------------------------------------
     def _now(self) -> float:
@@ -345,18 +355,8 @@ class Frontier:
         key = self._key
         while h.chunks:
             ref = h.chunks.popleft()
-            try:
-                entries = self._store.read(ref)
-            except (ChunkError, OSError) as exc:
-                log.error("frontier: %s: %d URLs of host %s are lost: %s", self._store.directory, ref.count,
-                          h.name, exc)
-                self.counts.chunk_errors += 1
-                self.counts.lost_urls += ref.count
-                h.queued -= ref.count
-                h.qsum -= ref.qsum
-                self.queued -= ref.count
-                if not h.queued:
-                    self._nonempty -= 1
+            entries = self._read_chunk(h, ref)
+            if entries is None:
                 continue
             h.head = [(key(seq, q), seq, q, url) for seq, q, url in entries]
             heapq.heapify(h.head)
@@ -541,69 +541,165 @@ class Frontier:
             if self._ram <= target or h.ram == 0:
                 break
             self._spill_host(h)
+        self._compact()
+
+    def _compact(self) -> None:
+        """Move the live chunks out of mostly-dead segments once dead bytes pass the live ones
+        (and one segment's worth): bounds disk use to about twice what is queued, whatever a
+        few long-queued chunks would otherwise hold on to. Copies are byte for byte."""
+        store = self._store
+        if store.dead_bytes() < max(store.live_bytes(), store.segment_bytes):
+            return
+        victims = set(store.sparse_segments(COMPACT_LIVE_FRACTION))
+        if not victims:
+            return
+        for h in self._hosts.values():
+            for ref in h.chunks:
+                if ref.seg in victims:
+                    try:
+                        store.relocate(ref)
+                    except (ChunkError, OSError) as exc:
+                        log.warning("frontier: could not move a chunk of %s out of segment %d: %s", h.name,
+                                    ref.seg, exc)
+                        return
+        self.counts.compactions += 1
 
     def _spill_host(self, h: Host) -> None:
         keep = [e for e in h.head if e[0] == FIRST]
         run = sorted(e for e in h.head if e[0] != FIRST)
         front = [self._store.write([(seq, q, url) for _, seq, q, url in run[i:i + self._chunk]])
                  for i in range(0, len(run), self._chunk)]
-        back = [self._store.write(h.tail[i:i + self._chunk]) for i in range(0, len(h.tail), self._chunk)]
         moved = len(run) + len(h.tail)
         h.chunks.extendleft(reversed(front))
-        h.chunks.extend(back)
+        if h.tail:
+            self._append_run(h, h.tail)
         h.head = keep
         h.tail = []
         h.tail_qmax = 0.0
         self._ram -= moved
         self.counts.spilled_urls += moved
 
+    def _append_run(self, h: Host, run: list[tuple[int, float, str]]) -> None:
+        """Write a run at the end of the host's disk queue, first merging it with the small
+        chunks before it while they hold at most twice as many URLs (a binary counter).
+
+        A long-tail host is spilled a few URLs at a time; kept as is, every such spill
+        would be one more chunk reference in RAM, so RAM would grow with the frontier.
+        Merged, a host holds at most ~log2(chunk_urls) partial chunks and each URL is
+        rewritten about that many times at most (reads of recent writes, from the page cache).
+        """
+        chunk, chunks = self._chunk, h.chunks
+        while chunks and chunks[-1].count < chunk and chunks[-1].count <= 2 * len(run):
+            ref = chunks.pop()
+            entries = self._read_chunk(h, ref)
+            if entries is not None:
+                run = entries + run
+                self.counts.rewritten_urls += len(entries)
+        for i in range(0, len(run), chunk):
+            chunks.append(self._store.write(run[i:i + chunk]))
+
+    def _read_chunk(self, h: Host, ref: ChunkRef) -> list[tuple[int, float, str]] | None:
+        """A chunk's entries (the chunk is consumed); None if it cannot be read: its URLs are lost,
+        logged and counted, and the host's counts drop them."""
+        try:
+            return self._store.read(ref)
+        except (ChunkError, OSError) as exc:
+            log.error("frontier: %s: %d URLs of host %s are lost: %s", self._store.directory, ref.count,
+                      h.name, exc)
+            self.counts.chunk_errors += 1
+            self.counts.lost_urls += ref.count
+            h.queued -= ref.count
+            h.qsum -= ref.qsum
+            self.queued -= ref.count
+            if not h.queued:
+                self._nonempty -= 1
+            return None
+
     # --- durability ---------------------------------------------------------------------------------
     def checkpoint(self) -> None:
-        """Write the whole frontier as checkpoint g+1 and start journal g+1; older files go."""
+        """Write the whole frontier as checkpoint g+1 and start journal g+1; older files go.
+        Synchronous: used at start, at shutdown and by tests (see `checkpoint_async`)."""
         if self.directory is None:
             return
+        self._finish_pending()
+        plan = self._snapshot()
+        _write_plan(plan)
+        self._finish(plan)
+
+    async def checkpoint_async(self) -> None:
+        """The periodic checkpoint: the snapshot is taken on the loop (the journal switches at
+        that instant, so snapshot + new journal is exact); serialising, writing and the fsyncs
+        run in a thread, so a large frontier does not stall fetching for seconds."""
+        if self.directory is None or self._pending is not None:
+            return
+        plan = self._snapshot()
+        self._pending = plan
+        plan.future = self._writer().submit(_write_plan, plan)
+        try:
+            await asyncio.wrap_future(plan.future)
+        finally:
+            if self._pending is plan and plan.future.done():
+                self._finish_pending()
+
+    def _writer(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="frontier-checkpoint")
+        return self._executor
+
+    def _snapshot(self) -> _CheckpointPlan:
+        # The copies below are acyclic, but allocating them sets off collections that walk the
+        # whole heap (most of the snapshot's time on the loop); the collector waits until after.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._take_snapshot()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _take_snapshot(self) -> _CheckpointPlan:
         t0 = time.perf_counter()
-        gen = self._gen + 1
+        gen = self._gen = self._gen + 1         # used up even if writing the checkpoint fails
         old = self._journal
         self._journal = Journal(self.directory, gen)
         if old is not None:
             old.close()
-        self._store.sync()
-        referenced: set[int] = set()
         mono, wall = self._now(), time.time()
-
         unconfirmed: dict[str, list[list]] = {}
         for host, seq, q, url in self._unconfirmed:
             unconfirmed.setdefault(host, []).append([seq, q, url, 1])
+        referenced: set[int] = set()
+        hosts = []
+        for h in self._hosts.values():
+            extra = unconfirmed.get(h.name)
+            if not h.queued and h.inflight is None and h.ready_at <= mono and not extra:
+                continue
+            for c in h.chunks:
+                referenced.add(c.seg)
+            s = h.stats
+            # Only cheap copies here, on the loop: heap and tail entries are immutable tuples
+            # the writer thread may share; chunk references are not (compaction moves them).
+            hosts.append((h.name, wall + (h.ready_at - mono) if h.ready_at > mono else 0.0, h.ip,
+                          None if s is None else [s.connect_s, s.response_s, s.fetches, s.connections],
+                          [c.as_list() for c in h.chunks], extra, h.inflight, list(h.head), list(h.tail)))
+        # Until the new checkpoint is durable the old one is the recovery point: keep both
+        # their segments (a chunk named by the snapshot may be consumed while it is written).
+        self._store.pin(self._store.pinned | referenced)
+        return _CheckpointPlan(self.directory, gen, self._seq, sorted(self._done), hosts,
+                               [u for _, _, _, u in self._unconfirmed], referenced, self._store.dirty_fds(), t0)
 
-        def records():
-            for h in self._hosts.values():
-                extra = unconfirmed.get(h.name, [])
-                if not h.queued and h.inflight is None and h.ready_at <= mono and not extra:
-                    continue
-                ram = extra + [[seq, q, url, 1 if key == FIRST else 0] for key, seq, q, url in sorted(h.head)]
-                ram += [[seq, q, url, 0] for seq, q, url in h.tail]
-                inflight = None
-                if h.inflight is not None:
-                    seq, q, url = h.inflight
-                    ram.insert(0, [seq, q, url, 1])
-                    inflight = url
-                for c in h.chunks:
-                    referenced.add(c.seg)
-                stats = None
-                if h.stats is not None:
-                    s = h.stats
-                    stats = [s.connect_s, s.response_s, s.fetches, s.connections]
-                yield HostRecord(h.name, wall + (h.ready_at - mono) if h.ready_at > mono else 0.0, h.ip, stats,
-                                 [c.as_list() for c in h.chunks], ram, inflight)
-
-        write_checkpoint(self.directory, gen, self._seq, sorted(self._done), records(),
-                         unconfirmed=[u for _, _, _, u in self._unconfirmed])
-        self._store.pin(referenced)
-        remove_before(self.directory, gen)
-        self._gen = gen
+    def _finish(self, plan: _CheckpointPlan) -> None:
+        self._store.pin(plan.referenced)
+        remove_before(self.directory, plan.gen)
         self.counts.checkpoints += 1
-        self.counts.checkpoint_seconds += time.perf_counter() - t0
+        self.counts.checkpoint_seconds += time.perf_counter() - plan.t0
+
+    def _finish_pending(self) -> None:
+        """Complete a background checkpoint (waiting for its thread if needed); re-raises its error."""
+        plan, self._pending = self._pending, None
+        if plan is not None:
+            plan.future.result()
+            self._finish(plan)
 
     def sync(self) -> None:
         """fsync the journal (bounds what a power cut can take)."""
@@ -612,10 +708,15 @@ class Frontier:
 
     def shutdown(self) -> None:
         """Final checkpoint (when durable) and close the files."""
-        if self.directory is not None:
-            self.checkpoint()
-            self._journal.close()
-        self._store.close()
+        try:
+            if self.directory is not None:
+                self.checkpoint()
+                self._journal.close()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+            self._store.close()
 
     def _restore(self) -> None:
         """Rebuild from the newest checkpoint and the journals after it (see journal.py)."""
@@ -630,17 +731,18 @@ class Frontier:
             self._gen = cp.gen
             self._seq = cp.seq
             self._done = set(cp.done)
-            live: dict[int, int] = {}
+            live: dict[int, tuple[int, int]] = {}
             for rec in cp.hosts:
                 for row in rec.chunks:
-                    live[int(row[0])] = live.get(int(row[0]), 0) + 1
-            self._store = SegmentStore(directory, referenced=live)
+                    count, size = live.get(int(row[0]), (0, 0))
+                    live[int(row[0])] = (count + 1, size + int(row[2]))
+            self._store = SegmentStore(directory, segment_bytes=self._segment_bytes, referenced=live)
             for rec in cp.hosts:
                 self._load_host(rec, mono, wall)
                 if rec.inflight:
                     crashed[rec.name] = rec.inflight
         else:
-            self._store = SegmentStore(directory)
+            self._store = SegmentStore(directory, segment_bytes=self._segment_bytes)
         replayed = 0
         for journal in journals_from(directory, self._gen):
             for rec in read_journal(journal):
@@ -738,7 +840,9 @@ class Frontier:
             "hosts": self._nonempty,
             "known_hosts": len(self._hosts),
             "busy_hosts": self._busy,
+            "chunks": sum(len(h.chunks) for h in self._hosts.values()),
             "segments_bytes_written": self._store.bytes_written if self._store else 0,
+            "chunks_relocated": self._store.chunks_relocated if self._store else 0,
             "journal_bytes": self._journal.bytes if self._journal else 0,
             "done_pending": len(self._done),
         }
@@ -747,3 +851,45 @@ class Frontier:
 
 
 _NO_STATS = HostStats()
+
+
+@dataclass(slots=True)
+class _CheckpointPlan:
+    """A snapshot of the frontier, ready to be written by any thread (it shares nothing mutable)."""
+    directory: Path
+    gen: int
+    seq: int
+    done: list[str]
+    hosts: list[tuple]                # see _snapshot
+    unconfirmed: list[str]
+    referenced: set[int]
+    segment_fds: list[int]          # duplicates of the segments written since the last sync; closed here
+    t0: float
+    future: Future | None = None
+
+
+def _write_plan(plan: _CheckpointPlan) -> None:
+    """fsync the segments the snapshot may name, then write the checkpoint file atomically."""
+    try:
+        for fd in plan.segment_fds:
+            os.fsync(fd)
+    finally:
+        for fd in plan.segment_fds:
+            os.close(fd)
+        plan.segment_fds = []
+    write_checkpoint(plan.directory, plan.gen, plan.seq, plan.done, _host_records(plan.hosts),
+                     unconfirmed=plan.unconfirmed)
+
+
+def _host_records(hosts: list[tuple]) -> Iterator[HostRecord]:
+    """A snapshot's hosts as checkpoint records: what is in flight or unconfirmed first (fetched
+    first again after a crash), then the RAM head in order, then the tail."""
+    for name, next_ok_wall, ip, stats, chunks, extra, inflight, head, tail in hosts:
+        ram = list(extra or ())
+        url = None
+        if inflight is not None:
+            seq, q, url = inflight
+            ram.insert(0, [seq, q, url, 1])
+        ram += [[seq, q, u, 1 if key == FIRST else 0] for key, seq, q, u in sorted(head)]
+        ram += [[seq, q, u, 0] for seq, q, u in tail]
+        yield HostRecord(name, next_ok_wall, ip, stats, chunks, ram, url)

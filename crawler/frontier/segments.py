@@ -11,7 +11,8 @@ the scheduling policies can rank a host without reading its chunks back.
 Segments are never rewritten. A segment is deleted when no host queue holds
 a chunk in it any more and the latest checkpoint does not name it either
 (`pin`): after a crash, recovery reads the checkpoint's chunks, so those
-segments must outlive every chunk consumed since. Reads are one `pread` of
+segments must outlive every chunk consumed since (while a new checkpoint is
+being written, the old one's and the new one's segments are both pinned). Reads are one `pread` of
 a few tens of KB, synchronous on the event loop (cheaper than a thread hop,
 and usually served from the page cache since the chunk was written recently
 or read ahead).
@@ -74,13 +75,16 @@ class SegmentStore:
     """Writes chunks to the current segment, reads them back, deletes segments nobody needs."""
 
     def __init__(self, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 referenced: dict[int, int] | None = None) -> None:
-        """`referenced`: live chunk count per segment named by the checkpoint being restored;
-        every other segment file is left over from after that checkpoint and is deleted."""
+                 referenced: dict[int, tuple[int, int]] | None = None) -> None:
+        """`referenced`: (live chunks, their bytes) per segment named by the checkpoint being
+        restored; every other segment file is left over from after that checkpoint and is deleted."""
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segment_bytes = segment_bytes
-        self._live: dict[int, int] = dict(referenced or {})
+        referenced = referenced or {}
+        self._live: dict[int, int] = {seg: count for seg, (count, _) in referenced.items()}
+        self._live_bytes: dict[int, int] = {seg: size for seg, (_, size) in referenced.items()}
+        self._sizes: dict[int, int] = {}            # sealed segments' sizes
         self._pinned: set[int] = set(self._live)
         self._fds: dict[int, int] = {}
         self._dirty: set[int] = set()
@@ -91,39 +95,47 @@ class SegmentStore:
         missing = set(self._live) - set(found)
         if missing:
             raise ChunkError(f"{directory}: the checkpoint names segments that are missing: {sorted(missing)}")
+        self._sizes = {seg: found[seg].stat().st_size for seg in self._live}
         self._current = max(found, default=0) + 1
         self._current_size = 0
         self.bytes_written = 0
         self.bytes_read = 0
         self.chunks_written = 0
         self.chunks_read = 0
+        self.chunks_relocated = 0
 
     # --- writing ------------------------------------------------------------
     def write(self, entries: list[Entry]) -> ChunkRef:
         """Append one chunk (a run of one host's queue, in order); returns where it is."""
         payload = "".join(f"{seq}\t{q!r}\t{url}\n" for seq, q, url in entries).encode("utf-8", "surrogatepass")
         record = RECORD_HEAD.pack(RECORD_MAGIC, len(entries), len(payload), zlib.crc32(payload)) + payload
+        seg, offset = self._append(record)
+        self.chunks_written += 1
+        qs = [q for _, q, _ in entries]
+        return ChunkRef(seg, offset, len(record), len(entries), max(qs), sum(qs), min(seq for seq, _, _ in entries))
+
+    def _append(self, record: bytes) -> tuple[int, int]:
+        """Write one record at the end of the current segment (sealing it first if full)."""
         if self._current_size and self._current_size + len(record) > self._segment_bytes:
             self._seal()
         seg = self._current
-        fd = self._fd(seg, create=True)
         offset = self._current_size
-        written = os.pwrite(fd, record, offset)
+        written = os.pwrite(self._fd(seg, create=True), record, offset)
         if written != len(record):
             raise OSError(f"short write to {segment_path(self.directory, seg)}: {written} of {len(record)} bytes")
         self._current_size += written
         self._dirty.add(seg)
         self._live[seg] = self._live.get(seg, 0) + 1
+        self._live_bytes[seg] = self._live_bytes.get(seg, 0) + written
         self.bytes_written += written
-        self.chunks_written += 1
-        qs = [q for _, q, _ in entries]
-        return ChunkRef(seg, offset, len(record), len(entries), max(qs), sum(qs), min(seq for seq, _, _ in entries))
+        return seg, offset
 
     def _seal(self) -> None:
         seg = self._current
+        self._sizes[seg] = self._current_size
         self._current += 1
         self._current_size = 0
-        if self._live.get(seg, 0) == 0:
+        if self._live.get(seg, 0) == 0 and seg not in self._pinned:
             self._delete(seg)
 
     # --- reading ------------------------------------------------------------
@@ -149,8 +161,46 @@ class SegmentStore:
     def release(self, ref: ChunkRef) -> None:
         live = self._live.get(ref.seg, 0) - 1
         self._live[ref.seg] = live
+        if ref.seg in self._live_bytes:
+            self._live_bytes[ref.seg] -= ref.length
         if live <= 0 and ref.seg != self._current and ref.seg not in self._pinned:
             self._delete(ref.seg)
+
+    # --- compaction ---------------------------------------------------------
+    def sparse_segments(self, max_live_fraction: float) -> list[int]:
+        """Sealed segments whose live chunks fill less than
+        `max_live_fraction` of them: a long-queued chunk keeps its whole segment on disk,
+        so without moving such chunks disk use would drift far above what is queued."""
+        out = []
+        for seg, size in self._sizes.items():
+            live = self._live_bytes.get(seg)
+            if live and size and live < size * max_live_fraction:
+                out.append(seg)
+        return out
+
+    def dead_bytes(self) -> int:
+        """Bytes of sealed segments with live chunks that no live chunk uses (empty segments are
+        deleted as soon as no checkpoint names them)."""
+        return sum(size - self._live_bytes.get(seg, size) for seg, size in self._sizes.items()
+                   if self._live.get(seg, 0) > 0)
+
+    def live_bytes(self) -> int:
+        return sum(self._live_bytes.values())
+
+    @property
+    def segment_bytes(self) -> int:
+        return self._segment_bytes
+
+    def relocate(self, ref: ChunkRef) -> None:
+        """Copy a live chunk, byte for byte, to the current segment and point `ref` at the copy."""
+        record = os.pread(self._fd(ref.seg, create=False), ref.length, ref.offset)
+        if len(record) != ref.length:
+            raise ChunkError(f"segment {ref.seg}: chunk at {ref.offset} is truncated")
+        seg, offset = self._append(record)
+        self.chunks_relocated += 1
+        old = ChunkRef(ref.seg, ref.offset, ref.length, ref.count, ref.qmax, ref.qsum, ref.first_seq)
+        ref.seg, ref.offset = seg, offset
+        self.release(old)
 
     # --- checkpoints ----------------------------------------------------------
     def pin(self, segments: set[int]) -> None:
@@ -160,13 +210,17 @@ class SegmentStore:
             if self._live.get(seg, 0) <= 0 and seg != self._current:
                 self._delete(seg)
 
-    def sync(self) -> None:
-        """fsync every segment written since the last call (before a checkpoint names them)."""
-        for seg in list(self._dirty):
-            fd = self._fds.get(seg)
-            if fd is not None:
-                os.fsync(fd)
+    @property
+    def pinned(self) -> set[int]:
+        return set(self._pinned)
+
+    def dirty_fds(self) -> list[int]:
+        """Duplicated descriptors of every segment written since the last call, for the caller to
+        fsync (in any thread: a segment deleted meanwhile keeps its data until they are closed)
+        and close, before a checkpoint names them."""
+        fds = [os.dup(self._fds[seg]) for seg in self._dirty if seg in self._fds]
         self._dirty.clear()
+        return fds
 
     # --- files ------------------------------------------------------------------
     def _fd(self, seg: int, *, create: bool) -> int:
@@ -182,6 +236,8 @@ class SegmentStore:
         if fd is not None:
             os.close(fd)
         self._live.pop(seg, None)
+        self._live_bytes.pop(seg, None)
+        self._sizes.pop(seg, None)
         self._dirty.discard(seg)
         try:
             segment_path(self.directory, seg).unlink()

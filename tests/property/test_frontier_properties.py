@@ -2,6 +2,7 @@
 every URL added is fetched, and only URLs in flight at a crash are fetched twice."""
 
 import asyncio
+import os
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -23,17 +24,26 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("confirm")),
     st.tuples(st.just("requeue")),
     st.tuples(st.just("checkpoint")),
+    st.tuples(st.just("checkpoint_async")),
+    st.tuples(st.just("lost_checkpoint")),      # snapshot taken, file never written (write failed or killed)
     st.tuples(st.just("restart")),
     st.tuples(st.just("crash")),
 ), max_size=40)
+
+
+SEGMENT_BYTES = 400                              # a few chunks per segment: sealing and compaction happen
 
 
 def config(policy: str) -> FrontierConfig:
     return FrontierConfig(memory_urls=10, chunk_urls=3, resume_wait_s=0.0, url_policy=policy)
 
 
+def frontier(policy: str, directory: Path) -> Frontier:
+    return Frontier(config(policy), workers=4, directory=directory, segment_bytes=SEGMENT_BYTES)
+
+
 async def scenario(directory: Path, steps, policy: str) -> None:
-    f = Frontier(config(policy), workers=4, directory=directory)
+    f = frontier(policy, directory)
     added: list[str] = []
     fetched: Counter = Counter()
     inflight: list[tuple[str, str]] = []
@@ -89,6 +99,12 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             f.release(host, 0.0)
         elif kind == "checkpoint":
             f.checkpoint()
+        elif kind == "checkpoint_async":
+            await f.checkpoint_async()
+        elif kind == "lost_checkpoint":
+            plan = f._snapshot()
+            for fd in plan.segment_fds:
+                os.close(fd)
         elif kind == "restart":
             for host, url in inflight:           # a clean stop: running fetches finish first
                 fetched[url] += 1
@@ -97,7 +113,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             f.confirm(f.unconfirmed_mark())      # as the node does once its links are handed off
             unconfirmed.clear()
             f.shutdown()
-            f = Frontier(config(policy), workers=4, directory=directory)
+            f = frontier(policy, directory)
         elif kind == "crash":
             for host, url in inflight:           # killed mid-fetch: these may be fetched again
                 fetched[url] += 1
@@ -106,7 +122,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             for url in unconfirmed:              # done, but not confirmed: fetched again
                 allowed_twice[url] += 1
             unconfirmed.clear()
-            f = Frontier(config(policy), workers=4, directory=directory)   # the old one is simply dropped
+            f = frontier(policy, directory)   # the old one is simply dropped
     for host, url in inflight:
         fetched[url] += 1
         f.release(host, 0.0)

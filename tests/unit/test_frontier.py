@@ -111,3 +111,68 @@ async def test_many_workers_random_delays_never_overlap_per_host():
     for host, visits in log.items():
         for (s0, e0, d0), (s1, _, _) in zip(visits, visits[1:]):
             assert s1 >= e0 + d0 - 1e-6, (host, s1 - e0, d0)
+
+
+async def test_long_tail_hosts_keep_few_chunks():
+    """Hosts spilled a few URLs at a time merge their small chunks: a host holds its full chunks
+    plus at most ~log2(chunk_urls) partial ones, so RAM does not grow with the queue."""
+    chunk, hosts = 64, [f"h{i}" for i in range(100)]
+    f = Frontier(FrontierConfig(memory_urls=200, chunk_urls=chunk), workers=2)
+    per_host = 300
+    for i in range(per_host):
+        f.add_many([(f"http://{h}/{i}", h, 0.0) for h in hosts])
+    stats = f.stats()
+    assert stats["rewritten_urls"] > 0
+    full = per_host // chunk
+    assert stats["chunks"] <= len(hosts) * (full + chunk.bit_length() + 1), stats["chunks"]
+    assert stats["chunks"] < stats["spilled_urls"] / 8            # unmerged, a spill would be ~2 URLs
+    seen: dict[str, list[int]] = {h: [] for h in hosts}
+    for _ in range(per_host * len(hosts)):
+        host, url = await asyncio.wait_for(f.get(), 1)
+        seen[host].append(int(url.rsplit("/", 1)[1]))
+        f.release(host, 0.0)
+    assert all(v == list(range(per_host)) for v in seen.values())
+    assert f.idle()
+    f.shutdown()
+
+
+async def test_sparse_segments_are_compacted_and_survive_a_restart(tmp_path):
+    """Chunks of a host that waits a long time must not keep mostly-consumed segments on disk:
+    they are moved (byte for byte), the old segments go, and they read back after a restart."""
+    config = FrontierConfig(memory_urls=16, chunk_urls=8, resume_wait_s=0.0)
+    segment = 2048
+    f = Frontier(config, workers=2, directory=tmp_path, segment_bytes=segment)
+    for k in range(30):                                     # slow's chunks end up in every segment
+        f.add_many([(f"http://slow/{k * 8 + i}", "slow", 0.0) for i in range(8)])
+        f.add_many([(f"http://fast/{k * 56 + i}", "fast", 0.0) for i in range(56)])
+    first = await asyncio.wait_for(f.get(), 1)
+    assert first == ("slow", "http://slow/0")
+    f.release("slow", 3600.0)                               # slow now waits: its chunks stay queued
+    while f._hosts["fast"].queued:
+        host, _url = await asyncio.wait_for(f.get(), 1)
+        assert host == "fast"
+        f.release(host, 0.0)
+    assert f.stats()["compactions"] == 0
+    f.add_many([(f"http://fresh/{i}", "fresh", 0.0) for i in range(100)])   # a spill: compaction runs
+    f.checkpoint()                                          # the old checkpoint's segments may go now
+    stats = f.stats()
+    assert stats["chunks_relocated"] > 0 and stats["compactions"] > 0, stats
+    disk = sum(p.stat().st_size for p in tmp_path.glob("seg-*.dat"))
+    live = f._store.live_bytes()
+    assert disk <= 2 * live + 2 * segment, (disk, live)
+    queued = f.queued
+    f.shutdown()
+    again = Frontier(config, workers=2, directory=tmp_path, segment_bytes=segment)
+    assert again.queued == queued
+    h = again._hosts["slow"]                                # its hour-long wait survived the restart; skip it
+    h.ready_at = 0.0
+    again._schedule(h)
+    slow = []
+    for _ in range(queued):
+        host, url = await asyncio.wait_for(again.get(), 1)
+        if host == "slow":
+            slow.append(int(url.rsplit("/", 1)[1]))
+        again.release(host, 0.0)
+    assert slow == list(range(1, 240))
+    assert again.idle() and again.stats()["chunk_errors"] == 0
+    again.shutdown()
