@@ -133,6 +133,11 @@ class Fetcher:
         self._max_url_bytes = max_url_bytes
         self._allow_private = config.allow_private_networks
         self._session: aiohttp.ClientSession | None = None
+        # fetch.max_connections: a fetch waits for a slot *before* its clock starts, so the queue
+        # never eats into its timeouts or its measured duration (aiohttp's own connector limit
+        # would count the wait against total_timeout_s and the politeness timings).
+        self._slots = asyncio.Semaphore(config.max_connections) if config.max_connections > 0 else None
+        self.slot_waits = 0                       # fetches that had to wait for a slot
         self._closed = False
         # Counters for stats().
         self._fetches = 0
@@ -153,7 +158,7 @@ class Fetcher:
             connector = aiohttp.TCPConnector(
                 resolver=self._resolver,
                 use_dns_cache=False,
-                limit=cfg.max_connections,                # 0: no cap; per host the frontier allows one
+                limit=0,                                  # the cap is self._slots; per host the frontier allows one
                 limit_per_host=0,
                 force_close=not keepalive,
                 keepalive_timeout=cfg.keepalive_s if keepalive else None,
@@ -208,6 +213,15 @@ class Fetcher:
 
         `max_body_bytes` lowers both body limits (wire and decoded) for this call (robots.txt uses it).
         """
+        slots = self._slots
+        if slots is None:
+            return await self._fetch(url, max_body_bytes)
+        if slots.locked():
+            self.slot_waits += 1
+        async with slots:
+            return await self._fetch(url, max_body_bytes)
+
+    async def _fetch(self, url: str, max_body_bytes: int | None) -> FetchResult:
         started = time.time()
         t0 = time.monotonic()
         res = FetchResult(url=url, started=started)
@@ -355,6 +369,7 @@ class Fetcher:
             "body_bytes": self._body_bytes,
             "duration_s_sum": self._duration_s_sum,
             "unexpected_errors": self._unexpected_errors,
+            "connection_waits": self.slot_waits,
         }
 
     async def close(self) -> None:

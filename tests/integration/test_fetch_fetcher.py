@@ -477,3 +477,41 @@ async def test_fetch_after_close_is_a_programming_error(server, make_fetcher):
     await fetcher.close()
     with pytest.raises(RuntimeError):
         await fetcher.fetch(base + "/page")
+
+
+async def test_connection_cap_queues_fetches_outside_their_timeouts(make_fetcher):
+    """fetch.max_connections: the server never sees more requests at once than the cap, and a fetch
+    waiting for a free connection does not spend its total_timeout_s waiting (all succeed)."""
+    cap, fetches, hold_s = 2, 6, 0.25
+    active = peak = 0
+
+    async def slow(request):
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        try:
+            await asyncio.sleep(hold_s)
+        finally:
+            active -= 1
+        return web.Response(body=PAGE, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sites = []
+    try:
+        for i in range(fetches):                                   # six hosts: 127.0.0.1 .. 127.0.0.6
+            site = web.TCPSite(runner, f"127.0.0.{i + 1}", 0)
+            await site.start()
+            sites.append(site._server.sockets[0].getsockname())
+        # Three rounds of 0.25 s behind a cap of 2 take ~0.75 s: longer than the total timeout.
+        fetcher = await make_fetcher(max_connections=cap, total_timeout_s=hold_s * 2.5)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(fetcher.fetch(f"http://{host}:{port}/slow") for host, port in sites)), 10)
+    finally:
+        await runner.cleanup()
+    assert [r.reason for r in results] == [R.OK] * fetches
+    assert peak == cap
+    assert fetcher.stats()["connection_waits"] == fetches - cap
+    assert all(r.duration_s < hold_s * 2 for r in results)          # the queue is not in the fetch's time
