@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from typing import Awaitable, Callable
 
 import numpy as np
@@ -15,6 +14,10 @@ from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
 from crawler.urls import host_of
 
 SendBatch = Callable[[int, list[str]], Awaitable[None]]
+
+_AUTHORITY_START = len("https://")       # the first "/" from here on ends a canonical URL's authority
+                                         # (an http:// host has at least one character before it)
+_ORIGIN_MEMO_LIMIT = 1 << 16             # origins remembered before the memo starts over
 
 
 class HostSplitter:
@@ -33,7 +36,8 @@ class HostSplitter:
         self._batch_s = config.batch_ms / 1000.0
         self._batches: dict[int, list[str]] = {}
         self._born: dict[int, float] = {}
-        self.by_destination: Counter = Counter()
+        self._dest_counts = np.zeros(partitioner.nodes, dtype=np.int64)
+        self._owner_by_origin: dict[str, int] = {}
         self.local = 0
         self.cross = 0
         self.cache_hits = 0
@@ -46,12 +50,11 @@ class HostSplitter:
         n = len(urls)
         if self.partitioner.nodes == 1 and not self._scope_all:  # single node: nothing to split
             self.local += n
-            self.by_destination[self.node_id] += n
+            self._dest_counts[self.node_id] += n
             if self.log is not None:
                 self.log.append(fps, np.full(n, self.node_id, np.uint16), np.zeros(n, np.uint16))
             return fps, urls
-        owner = self.partitioner.owner
-        dest = np.fromiter((owner(host_of(u)) for u in urls), dtype=np.uint16, count=n)
+        dest = np.array(self._owners(urls), dtype=np.uint16)
         cross = dest != self.node_id
         hit = np.zeros(n, dtype=bool)
         if self.cache is not None:
@@ -65,8 +68,7 @@ class HostSplitter:
         self.cross += n_cross
         self.local += n - n_cross
         self.cache_hits += int(hit.sum())
-        for d, count in zip(*np.unique(dest, return_counts=True)):
-            self.by_destination[int(d)] += int(count)
+        self._dest_counts += np.bincount(dest, minlength=self.partitioner.nodes)[:self.partitioner.nodes]
         keep_local = ~cross & ~hit
         outgoing = cross & ~hit
         if outgoing.any():
@@ -76,6 +78,29 @@ class HostSplitter:
             return fps, urls
         idx = np.flatnonzero(keep_local)
         return fps[idx], [urls[i] for i in idx.tolist()]
+
+    def _owners(self, urls: list[str]) -> list[int]:
+        """Owner of each URL, memoised by its `scheme://authority` prefix: a page's links share a
+        few prefixes, and finding the prefix is one `str.find` where `host_of` parses the
+        authority. Hot path: once per routed link."""
+        memo = self._owner_by_origin
+        out = []
+        append = out.append
+        for url in urls:
+            cut = url.find("/", _AUTHORITY_START)
+            origin = url[:cut] if cut >= 0 else url
+            owner = memo.get(origin)
+            if owner is None:
+                if len(memo) >= _ORIGIN_MEMO_LIMIT:
+                    memo.clear()
+                owner = memo[origin] = self.partitioner.owner(host_of(url))
+            append(owner)
+        return out
+
+    @property
+    def by_destination(self) -> dict[int, int]:
+        """URLs routed to each node (this one included) so far."""
+        return {d: int(n) for d, n in enumerate(self._dest_counts.tolist()) if n}
 
     async def _append(self, peer: int, url: str) -> None:
         batch = self._batches.get(peer)

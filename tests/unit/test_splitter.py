@@ -111,3 +111,22 @@ def test_stream_log_rotates_and_rejects_foreign_files(tmp_path):
     bad.write_bytes(b"not a log at all" * 8)
     with pytest.raises(ValueError, match="not a splitter stream log"):
         read_header(bad)
+
+
+def test_owner_memo_by_origin_agrees_with_the_host_owner():
+    """The per-origin memo must give every URL its host's owner: http and https, ports,
+    userinfo, one-letter hosts, IPv6 literals, and a URL with no path at all."""
+    from crawler.urls import host_of
+
+    p = Partitioner(7)
+    splitter = HostSplitter(SplitterConfig(), 0, p, None, lambda peer, urls: None)
+    urls = []
+    for i in range(300):
+        host = f"h{i}.test"
+        urls += [f"http://{host}/a", f"https://{host}/b?x=1", f"http://{host}:8080/c", f"https://u:pw@{host}/d",
+                 f"http://{host[0]}/e", f"https://{host[0]}/f"]
+    urls += ["http://[::1]/x", "https://[2001:db8::1]:8443/y", "http://a.test", "https://b.test"]
+    got = splitter._owners(urls) + splitter._owners(urls)          # second pass: all from the memo
+    want = [p.owner(host_of(u)) for u in urls] * 2
+    assert got == want
+    assert len(set(want)) == 7
