@@ -32,7 +32,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crawler.config.schema import FrontierConfig
@@ -174,6 +174,10 @@ class Frontier:
         self._journal: Journal | None = None
         self._store: SegmentStore | None = None
         self._pending: _CheckpointPlan | None = None
+        # Set by the owner (the node) to hear of a journal write that failed (disk full): journal
+        # writes happen inside dispatch, even from the loop's timer, where raising would lose the URL
+        # being handed out and kill nothing but the callback. Unset, writes raise.
+        self.on_storage_error: Callable[[OSError], None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -661,7 +665,7 @@ class Frontier:
         t0 = time.perf_counter()
         gen = self._gen = self._gen + 1         # used up even if writing the checkpoint fails
         old = self._journal
-        self._journal = Journal(self.directory, gen)
+        self._journal = Journal(self.directory, gen, self._journal_failed)
         if old is not None:
             old.close()
         mono, wall = self._now(), time.time()
@@ -687,6 +691,12 @@ class Frontier:
         self._store.pin(self._store.pinned | referenced)
         return _CheckpointPlan(self.directory, gen, self._seq, sorted(self._done), hosts,
                                [u for _, _, _, u in self._unconfirmed], referenced, self._store.dirty_fds(), t0)
+
+    def _journal_failed(self, exc: OSError) -> None:
+        if self.on_storage_error is None:
+            raise exc
+        log.error("frontier: cannot write its journal in %s: %s", self.directory, exc)
+        self.on_storage_error(exc)
 
     def _finish(self, plan: _CheckpointPlan) -> None:
         self._store.pin(plan.referenced)

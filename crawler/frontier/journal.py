@@ -32,12 +32,13 @@ A torn last line (power loss mid-write) is ignored with a warning.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,16 +189,31 @@ def read_journal(path: Path) -> Iterator[list[str]]:
 class Journal:
     """Appends records with one write(2) each; fsyncs on request."""
 
-    def __init__(self, directory: Path, gen: int) -> None:
+    def __init__(self, directory: Path, gen: int, on_error: Callable[[OSError], None] | None = None) -> None:
+        """`on_error`: called (instead of raising) when a record cannot be written; later records
+        are dropped, so the file ends at the last complete record, as after a crash."""
         self.path = journal_path(directory, gen)
         self.gen = gen
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.bytes = 0
         self._dirty = False
+        self._on_error = on_error
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> None:
+        if self.failed is not None:
+            return
         data = text.encode("utf-8", "surrogatepass")
-        os.write(self._fd, data)
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)", str(self.path))
+        except OSError as exc:
+            if self._on_error is None:
+                raise
+            self._on_error(exc)                  # may raise: then this write simply failed
+            self.failed = exc
+            return
         self.bytes += len(data)
         self._dirty = True
 
