@@ -13,15 +13,27 @@ flight, nothing pending in the DUE), at a limit (`crawl.max_pages`,
 `crawl.max_duration_s`) or on SIGTERM/SIGINT, and returns the summary that
 the CLI prints as the last line of standard output.
 
-State lives in `crawl.data_dir` (frontier, DUE, peer spools, `state.json`
-naming the crawl). A node started on a data_dir with an unfinished crawl of
-the same node of the same cluster resumes it; a clean stop (signal or limit)
-drains in-flight fetches (up to `crawl.drain_timeout_s`), flushes the
-splitter and the peer links, merges the DUE buffer into the frontier and
-writes a frontier checkpoint; after SIGKILL, the journals bring everything
-back and only the fetches that were in flight are repeated. Starting over is
-deliberate (`fresh=True`, `crawler run --fresh`); a data_dir holding another
-crawl, a finished crawl, or state without `state.json` is refused.
+State lives in `crawl.data_dir` (frontier, DUE, peer spools, `state/` for
+the robots.txt and DNS caches and the crawl totals, `state.json` naming the
+crawl). Every stateful part speaks one protocol (crawler/state.py): the node
+keeps them in `self.parts`, saves them all every
+`frontier.checkpoint_interval_s` and at a clean stop, and restores them at
+start. A node started on a data_dir with an unfinished crawl of the same node
+of the same cluster resumes it; a clean stop (signal or limit) drains
+in-flight fetches (up to `crawl.drain_timeout_s`), flushes the splitter and
+the peer links, merges the DUE buffer into the frontier and saves every
+part; after SIGKILL, the journals bring the frontier and DUE back, only the
+fetches that were in flight are repeated, and the caches and totals are
+those of the last checkpoint. Starting over is deliberate (`fresh=True`,
+`crawler run --fresh`); a data_dir holding another crawl, a finished crawl,
+or state without `state.json` is refused.
+
+robots.txt that cannot be reached (5xx, 429, network failure) disallows its
+origin (RFC 9309) until it can be: the URL is parked (put back at the head
+of its host's queue, the host held until the error entry expires,
+`robots.error_retry_s`) and robots.txt is fetched again then; after
+`robots.error_max_retries` such retries in a row the origin's URLs are
+dropped (crawl log reason robots_error_disallowed).
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -47,12 +59,14 @@ from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
+from crawler.fetch.robots import ERROR as ROBOTS_ERROR
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.parse import LinkExtractor, content_fingerprint, is_html
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
+from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.store import CrawlLog, WarcStore
 from crawler.termination import Termination
 from crawler.urls import canonicalize, fingerprints, host_of, origin_of
@@ -92,9 +106,77 @@ class Counters:
     errors: Counter = field(default_factory=Counter)    # reason -> n
     links_extracted: int = 0
     robots_denied: int = 0
+    robots_parked: int = 0           # URLs put back because their robots.txt was unreachable
+    robots_unreachable: int = 0      # URLs dropped: robots.txt unreachable past robots.error_max_retries
     duplicate_content: int = 0
     worker_errors: int = 0
     retries: int = 0
+
+    def __add__(self, other: "Counters") -> "Counters":
+        return Counters(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Counters)})
+
+    def to_json(self) -> dict:
+        """Plain JSON: Counter keys that are tuples become lists, as [key, n] pairs."""
+        out = {}
+        for f in fields(Counters):
+            value = getattr(self, f.name)
+            out[f.name] = [[list(k) if isinstance(k, tuple) else k, n] for k, n in sorted(value.items())] \
+                if isinstance(value, Counter) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Counters":
+        """The inverse of `to_json`; unknown keys are ignored, wrong types raise ValueError/TypeError."""
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.default_factory is Counter:
+                values[f.name] = Counter({tuple(k) if isinstance(k, list) else str(k): _count(n) for k, n in value})
+            else:
+                values[f.name] = _count(value)
+        return cls(**values)
+
+
+def _count(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
+
+
+class CrawlTotals:
+    """The crawl's totals as a part of the state protocol (crawler/state.py).
+
+    Prometheus counters start at 0 in every process (`rate()` handles the
+    reset); the crawl's own totals -- pages, fetches, bytes by status class,
+    errors, robots fetches and denials, filter rejections -- go on across
+    restarts: the summary, `crawler status` and the `crawler_crawl_*` gauges
+    show what was restored plus what this process did. Saved at every
+    checkpoint, so after SIGKILL they are those of the last checkpoint.
+    """
+
+    name = "counters"
+    VERSION = 1
+
+    def __init__(self, node: "Node") -> None:
+        self.node = node
+
+    def save(self, store: StateStore, *, final: bool = False) -> None:
+        node = self.node
+        store.write(self.name, self.VERSION, [{"counters": node.totals().to_json(),
+                                               "filter_rejected": dict(node.filter_rejected_total())}])
+
+    def restore(self, store: StateStore) -> None:
+        records = store.read(self.name, self.VERSION)
+        if not records:
+            return
+        rec = records[0]
+        counters = Counters.from_json(rec["counters"])
+        rejected = Counter({str(k): _count(n) for k, n in rec.get("filter_rejected", {}).items()})
+        self.node.restored, self.node.restored_filter_rejected = counters, rejected
+        log.info("node %d: crawl totals restored: %d fetches, %d pages", self.node.node_id, counters.fetches,
+                 sum(n for (_, kind), n in counters.pages.items() if kind == "page"))
 
 
 class Node:
@@ -105,7 +187,9 @@ class Node:
         self.me: NodeConfig = node_config(config, node_id, source)
         self.node_id = node_id
         self.data_dir = Path(config.crawl.data_dir.replace("{node}", str(node_id)))
-        self.counters = Counters()
+        self.counters = Counters()                 # this process (Prometheus counters start at 0)
+        self.restored = Counters()                 # the crawl before this process (state/counters.jsonl)
+        self.restored_filter_rejected: Counter = Counter()
         self.source = source
         self.n_nodes = len(config.cluster.nodes)
         self._inflight = 0
@@ -123,6 +207,7 @@ class Node:
         self._workers: list[asyncio.Task] = []
         self.storage_error = ""
         self._drain_timer: asyncio.TimerHandle | None = None
+        self._saving: asyncio.Task | None = None       # the periodic checkpoint, while it runs
 
         c = config
         pol = c.politeness
@@ -142,6 +227,7 @@ class Node:
         self.termination: Termination | None = None
         self.frontier = Frontier(c.frontier, c.workers, directory=self.data_dir / "frontier",
                                  per_ip=c.politeness.per_ip)
+        self.frontier.on_storage_error = self._storage_failed
         self.scorer = self._scorer()
         self.extractor = LinkExtractor(c.parse)
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -157,9 +243,12 @@ class Node:
         self.robots: RobotsCache | None = None
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
+        # Every part whose state outlives the process (crawler/state.py); start() makes the full list.
+        self.state = StateStore(self.data_dir / "state")
+        self.parts: list[Stateful] = self._state_parts()
 
     # What a later run resumes; --fresh removes it (WARC files and the crawl log stay).
-    STATE_DIRS = ("due", "peers", "frontier")
+    STATE_DIRS = ("due", "peers", "frontier", "state")
     STATE_FILE = "state.json"
 
     def _identity(self) -> dict:
@@ -207,6 +296,16 @@ class Node:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+    def _state_parts(self) -> list[Stateful]:
+        """The parts the state protocol saves, in order: the DUE and frontier first (the crawl's work),
+        the totals last (they count what the others did)."""
+        parts: list[Stateful] = [DueState(self.due), FrontierState(self.frontier)]
+        if self.peers is not None:
+            parts.append(PeerSpoolState(self.peers))
+        parts += [p for p in (self.robots, self.resolver) if p is not None]
+        parts.append(CrawlTotals(self))
+        return parts
 
     def _scorer(self):
         """The quality source when a policy uses quality; None keeps the hot path free of it."""
@@ -287,18 +386,27 @@ class Node:
         rules = None
         if self.robots is not None:
             rules = self.robots.lookup(origin_of(url))
+            robots_delay = 0.0
             if rules is None:
                 rules, results = await self.robots.fetch(origin_of(url))
-                for r in results:
-                    self.record(r, "robots")
-                self.frontier.requeue(host, url)
-                return self.delay_for(sum(r.duration_s for r in results), rules.crawl_delay_s)
+                if results:                    # not answered from the restored state: requests were made
+                    for r in results:
+                        self.record(r, "robots")
+                    robots_delay = self.delay_for(sum(r.duration_s for r in results), rules.crawl_delay_s)
+                    if rules.source != ROBOTS_ERROR:
+                        self.frontier.requeue(host, url)
+                        return robots_delay
             if not rules.allowed(url):
-                self.counters.robots_denied += 1
+                if rules.source == ROBOTS_ERROR and rules.failures <= self.config.robots.error_max_retries:
+                    return self._park(host, url, rules, robots_delay)
+                if rules.source == ROBOTS_ERROR:
+                    self.counters.robots_unreachable += 1
+                else:
+                    self.counters.robots_denied += 1
                 if self.crawl_log is not None:
                     self.crawl_log.write({"url": url, "kind": "page", "status": 0,
                                           "reason": f"robots_{rules.source}_disallowed"})
-                return 0.0
+                return robots_delay
         crawl_delay = rules.crawl_delay_s if rules is not None else None
         result = await self.fetcher.fetch(url)
         self.counters.fetches += 1
@@ -320,6 +428,13 @@ class Node:
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
             self.stop("max_pages")
         return delay
+
+    def _park(self, host: str, url: str, rules, delay_s: float) -> float:
+        """robots.txt of the URL's origin is unreachable: the URL goes back to the head of its host's
+        queue and the host waits until the error entry expires; robots.txt is then fetched again."""
+        self.frontier.requeue(host, url)
+        self.counters.robots_parked += 1
+        return max(delay_s, self.robots.remaining_s(rules), self._min_delay)
 
     def _retry(self, url: str) -> bool:
         n = self._retries.get(url, 0)
@@ -521,7 +636,9 @@ class Node:
             try:
                 if now >= next_checkpoint:
                     next_checkpoint = now + fc.checkpoint_interval_s
-                    self.frontier.checkpoint()
+                    # After a storage error what is on disk stays as it is: the last consistent state.
+                    if not self.storage_error and (self._saving is None or self._saving.done()):
+                        self._saving = asyncio.create_task(self._checkpoint(), name="checkpoint")
                 elif fc.journal_fsync_s and now >= next_fsync:
                     next_fsync = now + fc.journal_fsync_s
                     self.frontier.sync()
@@ -543,6 +660,17 @@ class Node:
             if now >= next_progress:
                 next_progress = now + progress_every
                 self.progress()
+
+    async def _checkpoint(self) -> None:
+        """The periodic save of every part (crawler/state.py); the crawl goes on meanwhile."""
+        try:
+            await save_all(self.parts, self.state)
+        except OSError as exc:
+            if exc.errno in _STORAGE_ERRNOS:
+                self._storage_failed(exc)
+            else:
+                log.error("node %d: checkpoint failed (%s); the crawl goes on, the next one tries again",
+                          self.node_id, exc)
 
     async def _confirm(self) -> None:
         """Cluster only: confirm fetched pages once their links are durable.
@@ -627,6 +755,9 @@ class Node:
                                source_address=self.me.source_address, max_url_bytes=c.filter.max_url_bytes)
         if c.robots.enabled:
             self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent)
+        self.parts = self._state_parts()
+        if self.resuming:
+            restore_all(self.parts, self.state)
         if c.store.crawl_log:
             self.crawl_log = CrawlLog(self.data_dir / "crawl.log.jsonl")
         if c.store.warc.enabled:
@@ -641,7 +772,8 @@ class Node:
             self.termination.on_control(peer, message)
 
     async def close(self) -> None:
-        """Flush and close every part; a part that cannot write (full disk) is reported, the rest still close."""
+        """Flush, save and close every part. A part that cannot write (full disk) is reported; from then on
+        the crawl's state (frontier, DUE, state/) is left as it is on disk, as after a crash."""
         async def step(call) -> None:
             try:
                 result = call()
@@ -667,8 +799,12 @@ class Node:
             # Merge what the DUE still holds so the frontier checkpoint has it (clean stop).
             await step(lambda: self.enqueue(self.due.flush()))
         if not self.storage_error:
-            await step(self.frontier.shutdown)
-        await step(self.due.close)
+            await step(lambda: save_all(self.parts, self.state, final=True))
+        if not self.storage_error:
+            await step(self.due.close)
+        # After a storage error the DUE is left as a crash would leave it: closing it would release the
+        # merges whose new URLs it handed out, and the write that failed may have been the frontier's
+        # record of them; unreleased, a restart hands them out again (counted in duplicates_emitted).
 
     async def run(self, *, handle_signals: bool = False) -> dict:
         """Crawl until done; returns the summary."""
@@ -707,6 +843,8 @@ class Node:
             self.finished.set()
             await self._linger()
         finally:
+            if self._saving is not None:
+                background.append(self._saving)      # the clean stop's save follows; a cut one is redone
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -717,13 +855,24 @@ class Node:
         return self.summary()
 
     # --- reporting ---------------------------------------------------------------------
+    def totals(self) -> Counters:
+        """The crawl's counters: what earlier processes saved plus this process."""
+        return self.restored + self.counters
+
+    def filter_rejected_total(self) -> Counter:
+        return self.restored_filter_rejected + self.filter.rejected
+
     def summary(self) -> dict:
-        c = self.counters
+        """The crawl's figures (totals go on across restarts; `run` is this process alone)."""
+        c = self.totals()
+        run = self.counters
         duration = time.monotonic() - self._started
         pages = sum(n for (cls, kind), n in c.pages.items() if kind == "page")
+        run_pages = sum(n for (cls, kind), n in run.pages.items() if kind == "page")
         return {
             "node": self.node_id,
             "stop": self._stop_reason,
+            "resumed": self.resuming,
             "pages": pages,
             "fetches": c.fetches,
             "robots_fetches": c.robots_fetches,
@@ -732,7 +881,9 @@ class Node:
             "errors_by_reason": dict(c.errors),
             "status": {cls: n for (cls, kind), n in sorted(c.pages.items()) if kind == "page"},
             "robots_denied": c.robots_denied,
-            "filter_rejected": sum(self.filter.rejected.values()),
+            "robots_parked": c.robots_parked,
+            "robots_unreachable": c.robots_unreachable,
+            "filter_rejected": sum(self.filter_rejected_total().values()),
             "links": c.links_extracted,
             "new_urls": self.due.stats()["new"],
             "due": {k: self.due.stats()[k] for k in ("merges", "merge_seconds", "disk_fingerprints", "disk_bytes",
@@ -744,9 +895,11 @@ class Node:
             "splitter": {k: v for k, v in self.splitter.stats().items() if k != "by_destination"},
             "urls_received": self.urls_received,
             "peer_bytes_sent": self._peer_total("bytes_sent"),
+            "run": {"pages": run_pages, "fetches": run.fetches, "robots_fetches": run.robots_fetches,
+                    "bytes": sum(run.bytes.values()), "errors": sum(run.errors.values())},
             "duration_s": round(duration, 3),
             "cpu_s": round(time.process_time() - self._cpu0, 3),
-            "pages_per_s": round(pages / duration, 2) if duration > 0 else 0.0,
+            "pages_per_s": round(run_pages / duration, 2) if duration > 0 else 0.0,
         }
 
     def cache_hit_rates(self) -> dict:
@@ -772,6 +925,7 @@ class Node:
 
     def metrics_snapshot(self) -> dict:
         c = self.counters
+        totals = self.totals()
         lookups = {}
         for name, (hits, misses) in self.cache_counts().items():
             lookups[(name, "hit")] = hits
@@ -790,10 +944,12 @@ class Node:
             "pages": c.pages, "bytes": c.bytes, "errors": c.errors,
             "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
+            "robots_parked": c.robots_parked, "robots_unreachable": c.robots_unreachable,
             "worker_errors": c.worker_errors, "cache_lookups": lookups,
             "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size},
             "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
             "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns.get("lookups", {}),
+            "crawl_pages": totals.pages, "crawl_bytes": totals.bytes, "crawl_errors": totals.errors,
         }

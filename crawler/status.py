@@ -11,6 +11,9 @@ the reason; that is a state of the cluster, not an error of the command.
 
 The figures are the same counters `crawler run` prints in its JSON summary,
 so a finished node (kept up by `metrics.linger_s`) shows its final values.
+Pages, status classes and errors are the crawl's totals (the
+`crawler_crawl_*` gauges), which go on across restarts of a node; the
+per-process counters are the fallback for a node that does not export them.
 Hit rates of the total row are summed hits over summed lookups.
 
     crawler status -c cluster.yaml [--timeout S] [--json]
@@ -72,6 +75,8 @@ def parse_status(node: str, url: str, text: str) -> NodeStatus:
     """A node's row from its Prometheus text (raises ValueError when it is not the crawler's)."""
     row = NodeStatus(node=node, url=url, up=True)
     seen = False
+    crawl = NodeStatus(node=node, url=url, up=True)      # from the crawler_crawl_* gauges, when exported
+    crawl_seen = False
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             name, labels, value = s.name, s.labels, s.value
@@ -83,6 +88,14 @@ def parse_status(node: str, url: str, text: str) -> NodeStatus:
                     row.status_classes[cls] = row.status_classes.get(cls, 0) + int(value)
             elif name == "crawler_fetch_errors_total":
                 row.errors += int(value)
+            elif name == "crawler_crawl_pages":
+                crawl_seen = True
+                if labels.get("kind") == "page":
+                    crawl.pages += int(value)
+                    cls = labels.get("status_class", "")
+                    crawl.status_classes[cls] = crawl.status_classes.get(cls, 0) + int(value)
+            elif name == "crawler_crawl_fetch_errors":
+                crawl.errors += int(value)
             elif name == "crawler_frontier_urls":
                 row.frontier_urls = int(value)
             elif name == "crawler_frontier_active_hosts":
@@ -96,6 +109,8 @@ def parse_status(node: str, url: str, text: str) -> NodeStatus:
                 row.peer_bytes_received += int(value)
     if not seen:
         raise ValueError("no crawler_pages_total: not a crawler node's /metrics")
+    if crawl_seen:
+        row.pages, row.status_classes, row.errors = crawl.pages, crawl.status_classes, crawl.errors
     return row
 
 

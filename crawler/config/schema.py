@@ -94,8 +94,9 @@ class FetchConfig:
     total_timeout_s: float = _f(120.0, "Time allowed for one whole fetch.", "s", min=0.001)
     keepalive_s: float = _f(60.0, "How long an idle connection to a host is kept open.", "s", min=0)
     max_connections: int = _f(0, "Most connections in use at once over all hosts (Cao et al. found about 64 before "
-                                 "the CPU saturated); 0 means no cap. A fetch waiting for a connection counts against "
-                                 "its total_timeout_s, so keep it above `workers`.", "connections", min=0)
+                                 "the CPU saturated); 0 means no cap. A fetch waits for a free connection before its "
+                                 "timeouts start; idle keep-alive connections are not counted and close after "
+                                 "keepalive_s.", "connections", min=0)
     dns: DnsConfig = _sub(DnsConfig, "Name resolution.")
 
 
@@ -104,7 +105,14 @@ class RobotsConfig:
     enabled: bool = _f(True, "Fetch and obey robots.txt (RFC 9309).")
     max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).", "bytes", min=1)
     cache_s: float = _f(86400.0, "How long a fetched robots.txt is trusted.", "s", min=0)
-    error_retry_s: float = _f(600.0, "After a 5xx or an unreachable robots.txt the host is treated as disallowed this long.", "s", min=0)
+    error_retry_s: float = _f(600.0, "After a 5xx, a 429 or an unreachable robots.txt the origin is treated as disallowed "
+                                     "this long: its URLs are parked (kept queued, the host held back) and robots.txt is "
+                                     "fetched again after it.", "s", min=0)
+    error_max_retries: int = _f(3, "Times an unreachable robots.txt is fetched again (every error_retry_s) before the "
+                                   "origin's URLs are dropped (crawl log reason robots_error_disallowed); 0 drops them "
+                                   "at the first failure. A crawl is not done while URLs are parked: at the defaults an "
+                                   "origin whose robots.txt never answers holds the end of a crawl for about 30 min.",
+                                min=0)
 
 
 # --- politeness and frontier -----------------------------------------------------

@@ -22,15 +22,22 @@ answer past its TTL).
 (`resolve()`); that hook is where the private-network guard filters resolved
 addresses (see `guard.py`), trusting override addresses. aiohttp's own DNS
 cache is off so every connection comes through here.
+
+Checkpoint (`save`/`restore`, the node's state protocol, crawler/state.py):
+cached answers, positive and negative, are saved with their expiry as
+wall-clock time; a restarted node restores those still fresh. The guard is
+applied again to the saved addresses (what a file says is public is not
+trusted). Overrides are configuration, not state: never saved.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import aiodns
@@ -38,14 +45,19 @@ import pycares
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.config.schema import DnsConfig
-from crawler.fetch.guard import PrivateAddressError, ip_literal, is_forbidden_text
+from crawler.fetch.guard import PrivateAddressError, ip_literal, is_forbidden, is_forbidden_text
 from crawler.fetch.result import DNS_ERROR, DNS_NXDOMAIN
+from crawler.state import StateStore
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ENTRIES = 1_000_000          # cached names (positive and negative) before eviction
 _EVICT_KEEP_FRACTION = 0.875             # a full cache is cut to this fraction in one pass (amortised O(1))
 _NXDOMAIN_CODES = frozenset({pycares.errno.ARES_ENOTFOUND, pycares.errno.ARES_ENODATA})
 _NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 _MAX_PORT = 65535
+STATE_VERSION = 1                        # version of the dns part's state file (crawler/state.py)
+_REASONS = frozenset({DNS_NXDOMAIN, DNS_ERROR})
 
 
 class DnsError(OSError):
@@ -129,6 +141,8 @@ def _parse_overrides(overrides: dict[str, str]) -> tuple[dict[str, tuple[str, ..
 class Resolver(AbstractResolver):
     """Caching, coalescing aiodns resolver with static overrides; also aiohttp's resolver."""
 
+    name = "dns"                        # its part name in the node's state protocol (crawler/state.py)
+
     def __init__(self, config: DnsConfig, *, allow_private_networks: bool = False,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -150,6 +164,9 @@ class Resolver(AbstractResolver):
         self._latency_sum_s = 0.0
         self._latency_count = 0
         self._evictions = 0
+        self._restored = 0
+        self._changes = 0                 # entries stored since the resolver was made
+        self._saved_changes = -1          # _changes at the last save
 
     # --- overrides -----------------------------------------------------------
 
@@ -275,6 +292,73 @@ class Resolver(AbstractResolver):
                 del cache[next(iter(cache))]
                 self._evictions += 1
         cache[name] = entry
+        self._changes += 1
+
+    # --- checkpoint (crawler/state.py) ----------------------------------------------
+
+    def save(self, store: StateStore, *, final: bool = False) -> None:
+        """Write every fresh cached answer (skipped when nothing changed since the last save)."""
+        if self._changes == self._saved_changes:
+            return
+        store.write(self.name, STATE_VERSION, self._records())
+        self._saved_changes = self._changes
+
+    def _records(self) -> Iterator[dict]:
+        now, wall = self._clock(), time.time()
+        for name, e in self._cache.items():          # written synchronously: the cache cannot change meanwhile
+            if e.expires <= now:
+                continue
+            record = {"name": name, "expires_at": round(wall + (e.expires - now), 3)}
+            if e.reason is None:
+                record["addresses"] = list(e.addresses)
+            else:
+                record["reason"] = e.reason
+                record["detail"] = e.detail
+            yield record
+
+    def restore(self, store: StateStore) -> None:
+        """Load the answers an earlier process saved that are still fresh, guard applied again.
+
+        Raises ValueError/TypeError/KeyError on a record that makes no sense
+        (an address that is not an IP address...); the cache then stays empty.
+        """
+        records = store.read(self.name, STATE_VERSION)
+        if not records:
+            return
+        now, wall = self._clock(), time.time()
+        cache: dict[str, _Entry] = {}
+        forbidden: dict[str, bool] = {}              # address -> refused by the guard (hosts share addresses)
+        for rec in records:
+            name = rec["name"]
+            remaining_s = float(rec["expires_at"]) - wall
+            reason = rec.get("reason")
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"dns entry {name!r}")
+            if reason is None:
+                addrs = tuple(rec["addresses"])
+                if not addrs:
+                    raise ValueError(f"dns entry {name!r}: no addresses")
+                for a in addrs:
+                    if a not in forbidden:
+                        literal = ip_literal(a) if isinstance(a, str) else None
+                        if literal is None:
+                            raise ValueError(f"dns entry {name!r}: {a!r:.100} is not an IP address")
+                        forbidden[a] = is_forbidden(literal)
+                entry = _Entry(addrs, tuple(a for a in addrs if not forbidden[a]), None, "", now + remaining_s)
+            elif reason in _REASONS:
+                entry = _Entry((), (), reason, str(rec.get("detail", "")), now + remaining_s)
+            else:
+                raise ValueError(f"dns entry {name!r}: reason {reason!r}")
+            if remaining_s > 0:
+                cache.pop(name, None)
+                cache[name] = entry
+        while len(cache) > self._max_entries:            # the newest entries are the last ones
+            del cache[next(iter(cache))]
+        self._cache = cache
+        self._restored = len(cache)
+        self._saved_changes = self._changes
+        log.info("dns: %d names restored from %s (%d expired)", len(cache), store.path(self.name),
+                 len(records) - len(cache))
 
     # --- aiohttp hook ----------------------------------------------------------
 
@@ -311,6 +395,7 @@ class Resolver(AbstractResolver):
             "cache_size": len(self._cache),
             "evictions": self._evictions,
             "inflight": len(self._inflight),
+            "restored": self._restored,
         }
 
     async def close(self) -> None:

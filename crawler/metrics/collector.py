@@ -47,6 +47,16 @@ class NodeCollector(Collector):
                        ["reason"], s["filter_rejected"])
         yield _counter("crawler_robots_denied", "URLs not fetched because robots.txt disallows them.",
                        [], {(): s["robots_denied"]})
+        yield _counter("crawler_robots_parked", "URLs put back because their origin's robots.txt was unreachable.",
+                       [], {(): s["robots_parked"]})
+        yield _counter("crawler_robots_unreachable", "URLs dropped: robots.txt unreachable past robots.error_max_retries.",
+                       [], {(): s["robots_unreachable"]})
+        yield _gauge("crawler_crawl_pages", "The crawl's fetches with an HTTP response since it began, across restarts.",
+                     0, ["status_class", "kind"], s["crawl_pages"])
+        yield _gauge("crawler_crawl_bytes", "The crawl's body bytes received since it began, across restarts.",
+                     0, ["status_class"], s["crawl_bytes"])
+        yield _gauge("crawler_crawl_fetch_errors", "The crawl's fetches without a response since it began, across "
+                     "restarts.", 0, ["reason"], s["crawl_errors"])
         yield _counter("crawler_duplicate_content", "Pages whose body was seen before (links not processed again).",
                        [], {(): s["duplicate_content"]})
         yield _counter("crawler_worker_errors", "Unexpected errors caught in a worker (the worker went on).",

@@ -1,0 +1,352 @@
+"""The state protocol: the store's atomic, versioned files; robots.txt and DNS caches saved and restored.
+
+The robots.txt cache fetches from a real loopback aiohttp server (one server
+plays several origins, told apart by Host) so that "restored, not fetched
+again" is counted where the requests arrive. The DNS cache needs no server:
+restored answers are served without a query, and its nameserver is a
+loopback port where nothing listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+from aiohttp import web
+
+from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
+from crawler.fetch.dns import DnsError, Resolver
+from crawler.fetch.fetcher import Fetcher
+from crawler.fetch.guard import PrivateAddressError
+from crawler.fetch.robots import ERROR, FETCHED, MISSING, RobotsCache
+from crawler.node import Counters
+from crawler.state import StateStore, restore_all, save_all
+from tests.conftest import free_port
+
+UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
+ROBOTS = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
+VERSION = 1
+
+
+# --- the store ------------------------------------------------------------------------------
+
+def test_write_then_read_round_trip(tmp_path):
+    store = StateStore(tmp_path / "state")
+    records = [{"a": 1}, {"b": [1, 2], "c": "x"}]
+    assert store.write("part", VERSION, iter(records)) == 2
+    assert store.read("part", VERSION) == records
+    lines = store.path("part").read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["name"] == "part" and header["version"] == VERSION and header["saved_at"] <= time.time()
+    assert json.loads(lines[-1]) == {"end": "part", "records": 2}
+    assert [p.name for p in (tmp_path / "state").iterdir()] == ["part.jsonl"]     # no temporary file left
+    assert store.write("part", VERSION, []) == 0 and store.read("part", VERSION) == []
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path):
+    store = StateStore(tmp_path)
+    store.write("part", VERSION, [{"n": 1}])
+
+    def broken():
+        yield {"n": 2}
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        store.write("part", VERSION, broken())
+    assert store.read("part", VERSION) == [{"n": 1}]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part.jsonl"]
+
+
+def test_missing_file_is_an_empty_start(tmp_path):
+    assert StateStore(tmp_path / "none").read("part", VERSION) is None
+
+
+@pytest.mark.parametrize("damage", ["version", "name", "cut", "garbage", "not_object", "empty"])
+def test_unusable_files_are_a_logged_skip(tmp_path, caplog, damage):
+    store = StateStore(tmp_path)
+    store.write("part", VERSION, [{"n": 1}, {"n": 2}])
+    path = store.path("part")
+    lines = path.read_text().splitlines()
+    if damage == "version":
+        lines[0] = json.dumps({"name": "part", "version": VERSION + 1, "saved_at": 0})
+    elif damage == "name":
+        lines[0] = json.dumps({"name": "other", "version": VERSION, "saved_at": 0})
+    elif damage == "cut":
+        lines = lines[:-2]                           # a record and the end line gone
+    elif damage == "garbage":
+        lines[1] = '{"n": 1'
+    elif damage == "not_object":
+        lines[1] = "[1]"
+    else:
+        lines = []
+    path.write_text("".join(line + "\n" for line in lines))
+    with caplog.at_level(logging.WARNING, logger="crawler.state"):
+        assert store.read("part", VERSION) is None
+    assert "not usable" in caplog.text and "part starts empty" in caplog.text and str(path) in caplog.text
+
+
+class _Part:
+    """A minimal Stateful for the protocol functions."""
+
+    def __init__(self, name: str, value: int = 0) -> None:
+        self.name, self.value = name, value
+
+    def save(self, store, *, final=False):
+        store.write(self.name, VERSION, [{"value": self.value, "final": final}])
+
+    def restore(self, store):
+        records = store.read(self.name, VERSION)
+        if records:
+            self.value = int(records[0]["value"])           # "x" -> ValueError: a skip, not a crash
+
+
+async def test_save_all_and_restore_all_skip_an_unusable_part(tmp_path, caplog):
+    store = StateStore(tmp_path)
+    await save_all([_Part("a", 1), _Part("b", 2)], store, final=True)
+    assert store.read("a", VERSION) == [{"value": 1, "final": True}]
+    store.write("b", VERSION, [{"value": "x"}])
+    a, b = _Part("a"), _Part("b")
+    with caplog.at_level(logging.WARNING, logger="crawler.state"):
+        restore_all([b, a], store)
+    assert (a.value, b.value) == (1, 0)
+    assert "b starts empty" in caplog.text
+
+
+def test_counters_round_trip_and_sum():
+    c = Counters(fetches=3, robots_fetches=1, robots_parked=2)
+    c.pages[("2xx", "page")] += 3
+    c.bytes["2xx"] += 100
+    c.errors["read_timeout"] += 1
+    back = Counters.from_json(json.loads(json.dumps(c.to_json())))
+    assert back == c
+    total = back + c
+    assert (total.fetches, total.pages[("2xx", "page")], total.bytes["2xx"], total.robots_parked) == (6, 6, 200, 4)
+    with pytest.raises(ValueError):
+        Counters.from_json({"fetches": -1})
+
+
+# --- robots.txt cache ---------------------------------------------------------------------------
+
+@pytest.fixture
+async def robots_site():
+    """Origins by Host: ok (rules), missing (404), broken (503); counts /robots.txt requests."""
+    hits: dict[str, int] = {}
+
+    async def robots(request: web.Request) -> web.Response:
+        name = request.host.split(".")[0]
+        hits[name] = hits.get(name, 0) + 1
+        if name == "ok":
+            return web.Response(body=ROBOTS, content_type="text/plain")
+        return web.Response(status=503 if name == "broken" else 404)
+
+    app = web.Application()
+    app.router.add_get("/robots.txt", robots)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1], hits
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def make_robots():
+    made = []
+
+    def factory(**values) -> RobotsCache:
+        max_entries = values.pop("max_entries", 1000)
+        dns = DnsConfig(overrides={"*.robots.test": "127.0.0.1"})
+        resolver = Resolver(dns)
+        fetcher = Fetcher(FetchConfig(connect_timeout_s=1.0, total_timeout_s=5.0, dns=dns), resolver, UA)
+        made.append((fetcher, resolver))
+        config = RobotsConfig(**{"cache_s": 60.0, "error_retry_s": 60.0, **values})
+        return RobotsCache(fetcher, config, UA, max_entries=max_entries)
+
+    yield factory
+    for fetcher, resolver in made:
+        await fetcher.close()
+        await resolver.close()
+
+
+def origin(name: str, port: int) -> str:
+    return f"http://{name}.robots.test:{port}"
+
+
+async def test_robots_round_trip_makes_no_request(tmp_path, robots_site, make_robots):
+    port, hits = robots_site
+    store = StateStore(tmp_path)
+    first = make_robots()
+    for name in ("ok", "missing", "broken"):
+        await first.fetch(origin(name, port))
+    first.save(store)
+    assert hits == {"ok": 1, "missing": 1, "broken": 1}
+
+    second = make_robots()
+    second.restore(store)
+    assert second.stats()["restored"] == 3
+    ok, made = await second.fetch(origin("ok", port))
+    assert made == []                                       # answered from the restored state
+    assert ok.source == FETCHED and ok.crawl_delay_s == 2.0
+    assert not ok.allowed(origin("ok", port) + "/private/x") and ok.allowed(origin("ok", port) + "/open")
+    assert second.lookup(origin("ok", port)) is ok         # cached from now on
+    missing, _ = await second.fetch(origin("missing", port))
+    broken, _ = await second.fetch(origin("broken", port))
+    assert (missing.source, broken.source, broken.failures) == (MISSING, ERROR, 1)
+    assert not broken.allowed(origin("broken", port) + "/")
+    assert hits == {"ok": 1, "missing": 1, "broken": 1}
+    assert second.stats()["revived"] == 3
+    # The wall-clock expiry survived: about 60 s left, not a new 60 s from the restore.
+    assert 55 < second.remaining_s(ok) <= 60
+
+
+async def test_robots_restore_drops_expired_and_keeps_the_bound(tmp_path, robots_site, make_robots):
+    port, hits = robots_site
+    store = StateStore(tmp_path)
+    now = time.time()
+    store.write("robots", 1, [
+        {"origin": origin("ok", port), "source": FETCHED, "text": "User-agent: *\nDisallow: /\n",
+         "expires_at": now - 1},                                        # expired: dropped
+        {"origin": origin("a", port), "source": MISSING, "expires_at": now + 60},
+        {"origin": origin("b", port), "source": MISSING, "expires_at": now + 60},
+        {"origin": origin("c", port), "source": MISSING, "expires_at": now + 60},
+    ])
+    cache = make_robots(max_entries=2)
+    cache.restore(store)
+    assert cache.stats()["restored"] == 2 and cache.stats()["cache_size"] == 2     # a dropped: the oldest
+    _, made = await cache.fetch(origin("c", port))
+    assert made == []
+    _, made = await cache.fetch(origin("a", port))
+    assert len(made) == 1                                               # pushed out by the bound
+    rules, made = await cache.fetch(origin("ok", port))
+    assert len(made) == 1 and hits["ok"] == 1 and rules.allowed(origin("ok", port) + "/private/x") is False
+
+
+async def test_robots_error_failures_carry_over_a_restart(tmp_path, robots_site, make_robots):
+    port, hits = robots_site
+    store = StateStore(tmp_path)
+    store.write("robots", 1, [{"origin": origin("broken", port), "source": ERROR, "failures": 2,
+                               "expires_at": time.time() + 0.2}])
+    cache = make_robots()
+    cache.restore(store)
+    rules, made = await cache.fetch(origin("broken", port))
+    assert made == [] and rules.failures == 2
+    await asyncio.sleep(0.25)
+    assert cache.lookup(origin("broken", port)) is None                # expired: fetch again
+    rules, made = await cache.fetch(origin("broken", port))
+    assert len(made) == 1 and rules.source == ERROR and rules.failures == 3
+    cache.save(store)
+    saved = store.read("robots", 1)
+    assert saved[0]["failures"] == 3 and "text" not in saved[0]
+
+
+async def test_robots_unusable_records_leave_the_cache_empty(tmp_path, make_robots, caplog):
+    store = StateStore(tmp_path)
+    store.write("robots", 1, [{"origin": "http://a.test", "source": MISSING, "expires_at": time.time() + 60},
+                              {"origin": "http://b.test", "source": "maybe", "expires_at": time.time() + 60}])
+    cache = make_robots()
+    with caplog.at_level(logging.WARNING, logger="crawler.state"):
+        restore_all([cache], store)
+    assert cache.stats()["cache_size"] == 0 and "robots starts empty" in caplog.text
+
+
+async def test_robots_save_is_skipped_when_nothing_changed(tmp_path, robots_site, make_robots):
+    port, _ = robots_site
+    store = StateStore(tmp_path)
+    cache = make_robots()
+    await cache.fetch(origin("ok", port))
+    cache.save(store)
+    stamp = store.path("robots").stat().st_mtime_ns
+    store.path("robots").write_text("stale")                 # would be replaced by a real write
+    cache.save(store)
+    assert store.path("robots").read_text() == "stale"
+    await cache.fetch(origin("missing", port))
+    cache.save(store)
+    assert len(store.read("robots", 1)) == 2 and store.path("robots").stat().st_mtime_ns >= stamp
+
+
+# --- DNS cache ----------------------------------------------------------------------------------
+
+@pytest.fixture
+async def make_resolver():
+    made = []
+
+    def factory(allow_private_networks: bool = False, **values) -> Resolver:
+        # Nothing listens on this port: a query would time out, so an answer proves the cache served it.
+        config = DnsConfig(nameservers=[f"127.0.0.1:{free_port()}"], timeout_s=0.2, tries=1, **values)
+        resolver = Resolver(config, allow_private_networks=allow_private_networks)
+        made.append(resolver)
+        return resolver
+
+    yield factory
+    for resolver in made:
+        await resolver.close()
+
+
+async def test_dns_round_trip_serves_without_queries_and_reapplies_the_guard(tmp_path, make_resolver):
+    store = StateStore(tmp_path)
+    now = time.time()
+    store.write("dns", 1, [
+        {"name": "pub.test", "addresses": ["93.184.216.34"], "expires_at": now + 60},
+        {"name": "mixed.test", "addresses": ["10.0.0.7", "93.184.216.35"], "expires_at": now + 60},
+        {"name": "inside.test", "addresses": ["127.0.0.5"], "expires_at": now + 60},
+        {"name": "gone.test", "reason": "dns_nxdomain", "detail": "no such name", "expires_at": now + 60},
+        {"name": "old.test", "addresses": ["93.184.216.36"], "expires_at": now - 1},
+    ])
+    resolver = make_resolver()
+    resolver.restore(store)
+    assert resolver.stats()["restored"] == 4
+    assert await resolver.resolve_host("pub.test") == ["93.184.216.34"]
+    assert [r["host"] for r in await resolver.resolve("mixed.test", 80)] == ["93.184.216.35"]    # guard again
+    with pytest.raises(PrivateAddressError):
+        await resolver.resolve("inside.test", 80)
+    with pytest.raises(DnsError) as err:
+        await resolver.resolve_host("gone.test")
+    assert err.value.reason == "dns_nxdomain"
+    assert resolver.stats()["queries"] == 0
+    with pytest.raises(DnsError):
+        await resolver.resolve_host("old.test")              # expired: dropped, so it was queried (and failed)
+    assert resolver.stats()["queries"] == 1
+
+    resolver.save(store)
+    saved = {r["name"]: r for r in store.read("dns", 1)}
+    assert saved["mixed.test"]["addresses"] == ["10.0.0.7", "93.184.216.35"]       # what the server said
+    assert saved["gone.test"]["reason"] == "dns_nxdomain" and abs(saved["pub.test"]["expires_at"] - (now + 60)) < 1
+    allowing = make_resolver(allow_private_networks=True)
+    allowing.restore(store)
+    assert [r["host"] for r in await allowing.resolve("inside.test", 80)] == ["127.0.0.5"]
+
+
+async def test_dns_overrides_are_not_state_and_bad_records_are_a_skip(tmp_path, make_resolver, caplog):
+    store = StateStore(tmp_path)
+    resolver = make_resolver(overrides={"*.web.test": "127.0.0.1"})
+    assert await resolver.resolve_host("a.web.test") == ["127.0.0.1"]
+    resolver.save(store)
+    assert store.read("dns", 1) == []                         # overrides are never cached
+    store.write("dns", 1, [{"name": "x.test", "addresses": ["not-an-address"], "expires_at": time.time() + 60}])
+    fresh = make_resolver()
+    with caplog.at_level(logging.WARNING, logger="crawler.state"):
+        restore_all([fresh], store)
+    assert fresh.stats()["cache_size"] == 0 and "dns starts empty" in caplog.text
+
+
+# --- the node's use of the protocol ---------------------------------------------------------------
+
+def test_fresh_removes_the_state_directory_and_resume_needs_state_json(tmp_path):
+    from crawler.config import ConfigError, from_dict
+    from crawler.node import Node
+
+    config = from_dict({"cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+                        "crawl": {"data_dir": str(tmp_path / "node-{node}")}})
+    state = tmp_path / "node-0" / "state"
+    StateStore(state).write("robots", 1, [])
+    with pytest.raises(ConfigError, match="state"):          # state without state.json: not resumable
+        Node(config, 0)
+    node = Node(config, 0, fresh=True)
+    assert not state.exists() and not node.resuming
+    assert [p.name for p in node.parts] == ["due", "frontier", "counters"]     # start() adds the caches
+    node.due.close()
