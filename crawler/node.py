@@ -90,6 +90,7 @@ def build_cache(config: CacheConfig, where: str):
 
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
 FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+EARLY_MERGE_BACKOFF_MAX = 16     # early merges that yield little back off up to this many flush intervals
 
 
 def status_class(status: int) -> str:
@@ -623,7 +624,7 @@ class Node:
         loop = asyncio.get_running_loop()
         progress_every = self.config.metrics.progress_interval_s
         next_progress = loop.time() + progress_every if progress_every else float("inf")
-        flush_every_s = self.config.due.flush_interval_s
+        flush_every_s = flush_wait_s = self.config.due.flush_interval_s
         last_flush = loop.time()
         fc = self.config.frontier
         next_checkpoint = loop.time() + fc.checkpoint_interval_s
@@ -644,11 +645,17 @@ class Node:
                     self.frontier.sync()
                 # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
                 # wait out politeness do not count (a policy may hold many URLs on few hosts).
+                # An early merge costs tens of ms whatever it yields; while they yield fewer URLs than
+                # workers wait for (a politeness-bound tail), the next one waits twice as long.
                 if not self.storage_error and self.due.pending and (
                         self._inflight == 0 and self.frontier.idle() or
-                        self.frontier.waiting_workers and now - last_flush >= flush_every_s):
+                        self.frontier.waiting_workers and now - last_flush >= flush_wait_s):
                     last_flush = now
-                    self.enqueue(self.due.flush())
+                    waiting = self.frontier.waiting_workers
+                    new = self.due.flush()
+                    self.enqueue(new)
+                    flush_wait_s = (flush_every_s if len(new) >= waiting
+                                    else min(flush_wait_s * 2, flush_every_s * EARLY_MERGE_BACKOFF_MAX))
                 if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
                     await self.splitter.flush_all()
             except OSError as exc:
