@@ -13,7 +13,8 @@ setup(
         Extension(
             "crawler.cache._ckernel",
             sources=["crawler/cache/_ckernel.c"],
-            extra_compile_args=["-O3", "-std=gnu11"],
+            extra_compile_args=["-O3", "-std=gnu11", "-pthread"],
+            extra_link_args=["-pthread"],      # the DUE's parallel fsync (libc has it from glibc 2.34)
             optional=True,
         )
     ]

@@ -3,6 +3,7 @@
     python bench/due_bench.py                       # DUE on 100M distinct URLs + both baselines on 5M
     python bench/due_bench.py --only due --fingerprints 100000000
     python bench/due_bench.py --only redis --fingerprints 5000000
+    python bench/due_bench.py --only budget --fingerprints 5000000   # ns per check, step by step
 
 The stream is crawl-shaped: pages whose link counts follow Broder, Najork &
 Wiener's trace (log-normal, mean 62.55, median 23), each link being a new URL
@@ -17,15 +18,31 @@ payload; what it emits is decoded from its journal, so their RAM is real).
 
 The workload is generated into a scratch file first, by a child process (not
 timed; `--workload PREFIX` keeps it for later runs); the timed part reads it
-in chunks and calls `submit` once per page, as a node does (`--batch N`:
-calls of N links, as peer batches arrive), then `flush`. checks_per_s =
-links / time spent inside `submit`/`flush` (background merges cost the
-caller only when it has to wait for one or they hold the GIL);
-checks_per_s_wall also counts the loop and the making of URL strings. On a
-shared VM the hypervisor takes CPU by the minute, so CPU time is counted too
-(`time.thread_time` around each call plus the merge thread's; for Redis the
-client's plus the server's) and reported as checks per CPU second, with the
-steal share seen during the run. Peak RSS is the process's VmHWM; `--only X`
+in chunks and calls `submit` the way a node does (`--calls`, below), then
+`flush`. checks_per_s = links / time spent inside `submit`/`flush`
+(background merges cost the caller only when it has to wait for one or they
+hold the GIL); checks_per_s_wall also counts the loop and the making of URL
+strings. On a shared VM the hypervisor takes CPU by the minute, so CPU time
+is counted too (`time.thread_time` around each call plus the merge thread's;
+for Redis the client's plus the server's) and reported as checks per CPU
+second, with the steal share seen during the run, and the calling thread's
+time is split (Linux schedstat) into CPU, waiting for a CPU (the machine's
+load) and blocked (waiting for the GIL, a merge, the disk).
+
+How a node calls the DUE (crawler/node.py): once per parsed page with the
+page's links that this node owns (`add_urls`, after the host splitter), and
+once per batch a peer sends (`_on_batch`: the peers' cross-host links that
+this node owns, `splitter.batch_size` = 1000 URLs, fewer when `batch_ms`
+fires first). `--calls node` (the default) models that: each link is local
+with probability `--local-share` (0.815, Broder, Najork & Wiener's host
+splitter: 81.5% of links local), a page's local links are one call, and the
+cross links (by symmetry, what the peers send us) are cut into calls of
+`--peer-batch` links. `--calls pages`: one call per page with all its links
+(the single-node crawl); `--calls N`: calls of N links. The output states
+the call sizes (mean, median, share of links in peer batches). The splitter
+cache, which drops repeats of cross links before they are sent, is not
+modelled: peer batches carry every cross link (more repeats for the DUE's
+front cache; the distinct count is the same). Peak RSS is the process's VmHWM; `--only X`
 runs one implementation in this process so its peak RSS can also be
 measured from outside (`/usr/bin/time -v`). The last line of output is a
 JSON object.
@@ -55,7 +72,15 @@ if str(REPO) not in sys.path:
 
 from crawler.config.schema import DueConfig  # noqa: E402
 from crawler.due.disk import DiskDUE  # noqa: E402
+from crawler.cache import cache_from_config  # noqa: E402
+from crawler.due import kernel  # noqa: E402
 from crawler.due.kernel import COMPILED as KERNEL_COMPILED  # noqa: E402
+from crawler.urls import fingerprints  # noqa: E402
+
+try:
+    from crawler.due.mergekernel import COMPILED as MERGE_COMPILED  # noqa: E402
+except ImportError:                        # a checkout from before the merge kernels (old/new comparisons)
+    MERGE_COMPILED = None
 
 # Broder, Najork & Wiener (2003): links per page, mean 62.55, median 23.
 LINKS_MEDIAN = 23.0
@@ -67,6 +92,8 @@ URL_POOL = 1 << 16
 REDIS_PIPELINE = 1000              # SADD commands per round trip
 PROGRESS_STEPS = 10                # progress lines while the seen-set grows
 MIB = 1 << 20
+MAX_CALL_SIZE = 4096               # call sizes above this are counted here
+BUDGET_REPEATS = 5                 # --only budget: median of this many timings per step
 MIX_CONSTANTS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
@@ -163,24 +190,80 @@ def url_pool(rng: np.random.Generator) -> list[str]:
     return pool + pool[:MAX_LINKS_PER_PAGE]
 
 
-def batches(path: Path, batch: int = 0):
-    """Yields (fps, call sizes) chunks of the stream in bounded memory.
+@dataclass
+class Calls:
+    """How the stream is cut into submit calls (see the module docstring)."""
+    mode: str = "node"            # "node", "pages" or "fixed"
+    size: int = 0                 # links per call, mode "fixed"
+    local_share: float = 0.815
+    peer_batch: int = 1000
 
-    batch 0: one call per page (a node's local stream); batch N: calls of N
-    links regardless of pages (a peer's batches)."""
+    @classmethod
+    def parse(cls, text: str, local_share: float, peer_batch: int) -> Calls:
+        if text in ("node", "pages"):
+            return cls(text, 0, local_share, peer_batch)
+        return cls("fixed", int(text), local_share, peer_batch)
+
+    def describe(self) -> str:
+        if self.mode == "node":
+            return f"node(local_share={self.local_share}, peer_batch={self.peer_batch})"
+        return "pages" if self.mode == "pages" else f"fixed({self.size})"
+
+
+def batches(path: Path, calls: Calls | None = None, seed: int = 0):
+    """Yields (fps, call sizes) chunks of the stream in bounded memory (the
+    fingerprints of each call contiguous, in call order)."""
+    calls = calls or Calls("pages")
+    rng = np.random.default_rng(seed)
+    carry = np.empty(0, dtype=np.uint64)         # cross links not yet in a full peer batch
     pages_per_chunk = max(1, int(READ_CHUNK_LINKS / LINKS_MEAN))
     with open(path.with_suffix(".fps"), "rb") as ffps, open(path.with_suffix(".pages"), "rb") as fpages:
         while True:
             sizes = np.fromfile(fpages, dtype=np.int32, count=pages_per_chunk)
             if not len(sizes):
-                return
+                break
             n = int(sizes.sum(dtype=np.int64))
             fps = np.fromfile(ffps, dtype=np.uint64, count=n)
-            if batch:
-                calls = [batch] * (n // batch) + ([n % batch] if n % batch else [])
-                yield fps, calls
-            else:
+            if calls.mode == "fixed":
+                yield fps, [calls.size] * (n // calls.size) + ([n % calls.size] if n % calls.size else [])
+            elif calls.mode == "pages":
                 yield fps, sizes.tolist()
+            else:
+                out, call_sizes, carry = node_calls(fps, sizes, rng.random(n) < calls.local_share,
+                                                    calls.peer_batch, carry)
+                yield out, call_sizes
+    if len(carry):
+        yield carry, [len(carry)]                # the last peer batch, sent when batch_ms fires
+
+
+def node_calls(fps: np.ndarray, sizes: np.ndarray, local: np.ndarray, peer_batch: int,
+               carry: np.ndarray) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """A node's calls for these pages: per page its local links, and a peer batch
+    whenever `peer_batch` cross links have gathered (after the page that filled it)."""
+    parts: list[np.ndarray] = []
+    call_sizes: list[int] = []
+    pending = [carry]
+    pending_n = len(carry)
+    ends = np.cumsum(sizes).tolist()
+    start = 0
+    for end in ends:
+        page, keep = fps[start:end], local[start:end]
+        mine = page[keep]
+        if len(mine):
+            parts.append(mine)
+            call_sizes.append(len(mine))
+        cross = page[~keep]
+        if len(cross):
+            pending.append(cross)
+            pending_n += len(cross)
+        while pending_n >= peer_batch:
+            joined = np.concatenate(pending)
+            parts.append(joined[:peer_batch])
+            call_sizes.append(peer_batch)
+            pending, pending_n = [joined[peer_batch:]], pending_n - peer_batch
+        start = end
+    out = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    return out, call_sizes, np.concatenate(pending)
 
 
 # --- measurement helpers ---------------------------------------------------------------
@@ -224,6 +307,37 @@ def log(*parts) -> None:
     print(*parts, flush=True)
 
 
+def thread_sched_s() -> tuple[float, float]:
+    """(CPU, waiting for a CPU) seconds of the calling thread so far (Linux schedstat; zeros elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            cpu_ns, wait_ns, _slices = f.read().split()
+    except OSError:
+        return 0.0, 0.0
+    return int(cpu_ns) / 1e9, int(wait_ns) / 1e9
+
+
+class CallSizes:
+    """Distribution of the submit call sizes (links per call)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(MAX_CALL_SIZE + 1, dtype=np.int64)
+
+    def add(self, sizes: list[int]) -> None:
+        self.counts += np.bincount(np.minimum(sizes, MAX_CALL_SIZE), minlength=MAX_CALL_SIZE + 1)
+
+    def summary(self, peer_batch: int) -> dict:
+        calls = int(self.counts.sum())
+        sizes = np.arange(len(self.counts))
+        links = int((self.counts * sizes).sum())
+        cumulative = np.cumsum(self.counts)
+        return {"calls": calls, "mean": round(links / max(1, calls), 1),
+                "median": int(np.searchsorted(cumulative, (calls + 1) // 2)),
+                "share_of_links_in_calls_of_peer_batch": round(int(self.counts[peer_batch]) * peer_batch
+                                                               / max(1, links), 3)
+                if peer_batch <= MAX_CALL_SIZE else None}
+
+
 # --- the implementations -----------------------------------------------------------------
 
 def run_due(args, path: Path, distinct: int, links: int) -> dict:
@@ -234,9 +348,11 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
     pool = url_pool(np.random.default_rng(args.seed + 1))
     due = DiskDUE(workdir / "due", config, buckets=args.buckets, delta_ratio=args.delta_ratio,
                   background=not args.no_background, durable=not args.no_fsync)
+    calls = args.calls
     log(f"due: buffer_size={config.buffer_size} cache={config.cache.policy}/{config.cache.size} "
         f"buckets={due.stats()['buckets']} delta_ratio={args.delta_ratio} background={not args.no_background} "
-        f"calls={'pages' if not args.batch else args.batch} compiled_kernel={KERNEL_COMPILED} dir={workdir}")
+        f"calls={calls.describe()} compiled_kernel={KERNEL_COMPILED} merge_kernels={MERGE_COMPILED} dir={workdir}")
+    call_sizes = CallSizes()
     rss_start = rss_mb()
     emitted = checks = 0
     k = 0
@@ -249,8 +365,10 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
     clock = time.perf_counter
     cpu_clock = time.thread_time
     cpu0 = os.times()
+    sched0 = thread_sched_s()
     start = clock()
-    for fps, sizes in batches(path, args.batch):
+    for fps, sizes in batches(path, calls, args.seed):
+        call_sizes.add(sizes)
         a = 0
         for size in sizes:
             b = a + size
@@ -283,6 +401,7 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
     in_due += clock() - t
     in_due_cpu += cpu_clock() - c
     elapsed = clock() - start
+    sched = [b - a for a, b in zip(sched0, thread_sched_s())]
     cpu = [b - a for a, b in zip(cpu0, os.times())]
     st = due.stats()
     due.close()
@@ -291,18 +410,19 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
     if emitted != distinct:
         raise SystemExit(f"due emitted {emitted} new URLs, expected {distinct}")
     result = {
-        "impl": "due", "fingerprints": distinct, "checks": checks, "calls": "pages" if not args.batch else args.batch,
+        "impl": "due", "fingerprints": distinct, "checks": checks, "calls": calls.describe(),
+        "call_sizes": call_sizes.summary(calls.peer_batch),
         "buffer_size": config.buffer_size, "cache_size": config.cache.size, "buckets": st["buckets"],
         "delta_ratio": args.delta_ratio, "background": not args.no_background,
-        "compiled_kernel": KERNEL_COMPILED, "seconds": round(elapsed, 2),
+        "compiled_kernel": KERNEL_COMPILED, "merge_kernels": MERGE_COMPILED, "seconds": round(elapsed, 2),
         "due_seconds": round(in_due, 2), "checks_per_s": round(checks / in_due),
         "checks_per_s_wall": round(checks / elapsed),
         "cpu_seconds": round(cpu[0] + cpu[1], 1), "due_cpu_seconds": round(in_due_cpu, 1),
         "merge_cpu_seconds": round(st["merge_cpu_seconds"], 1),
         "checks_per_cpu_s": round(checks / (in_due_cpu + st["merge_cpu_seconds"])),
         "hot_path_checks_per_cpu_s": round(checks / in_due_cpu),
-        "steal_pct": steal_pct(steal0), "peak_rss_mb": round(peak_rss_mb(), 1),
-        "rss_at_start_mb": round(rss_start, 1),
+        "steal_pct": steal_pct(steal0), **caller_time(elapsed, in_due, in_due_cpu, sched, checks),
+        "peak_rss_mb": round(peak_rss_mb(), 1), "rss_at_start_mb": round(rss_start, 1),
         "ram_bytes_per_url": round(peak_rss_mb() * MIB / distinct, 2),
         "disk_bytes": st["disk_bytes"], "disk_bytes_per_url": round(st["disk_bytes"] / distinct, 3),
         "bucket_files": files, "merges": st["merges"], "merge_seconds": round(st["merge_seconds"], 1),
@@ -311,6 +431,25 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
         "buffer_repeats": st["buffer_repeats"], "progress": rows,
     }
     return result
+
+
+def caller_time(elapsed: float, in_due: float, in_due_cpu: float, sched: list[float], checks: int) -> dict:
+    """The calling thread's time: CPU, waiting for a CPU (other processes' load)
+    and blocked (GIL, merge waits, disk), over the run and estimated inside the DUE.
+
+    The thread's run-queue wait is shared out in proportion to CPU time (the
+    scheduler preempts wherever the thread is); `checks_per_s_no_cpu_wait` is
+    then the in-DUE rate without that wait: an estimate of the rate on an
+    otherwise idle machine, not a measurement."""
+    thread_cpu, runqueue = sched
+    if thread_cpu <= 0:
+        return {}
+    due_runqueue = runqueue * min(1.0, in_due_cpu / thread_cpu)
+    return {"caller_cpu_s": round(thread_cpu, 1), "caller_runqueue_s": round(runqueue, 1),
+            "caller_blocked_s": round(max(0.0, elapsed - thread_cpu - runqueue), 1),
+            "due_runqueue_s_est": round(due_runqueue, 1),
+            "due_blocked_s_est": round(max(0.0, in_due - in_due_cpu - due_runqueue), 1),
+            "checks_per_s_no_cpu_wait": round(checks / max(1e-9, in_due - due_runqueue))}
 
 
 def run_set(args, path: Path, distinct: int, links: int) -> dict:
@@ -433,7 +572,106 @@ def run_redis(args, path: Path, distinct: int, links: int) -> dict:
             "used_memory_per_url": round(int(info["used_memory"]) / distinct, 1)}
 
 
-RUNNERS = {"due": run_due, "set": run_set, "redis": run_redis}
+def run_budget(args, path: Path, distinct: int, links: int) -> dict:
+    """Per-check CPU cost of each step of the DUE's hot path (ns per check, median of
+    BUDGET_REPEATS), on the first `--budget-calls` calls of the stream, merges held off;
+    then the merges' CPU per check from a full run of those calls with background merges.
+
+    Steps, each including the ones before: the front-cache probe alone
+    (check_and_add_many); the submit kernel without a journal record (probe +
+    buffer append); with the record written into plain memory (+ UTF-8, copy,
+    crc32); DiskDUE.submit (+ the Python around it, the journal's page cache
+    and window slides). The fingerprint (computed by the node before the DUE,
+    for Redis too) is measured for reference."""
+    pool = url_pool(np.random.default_rng(args.seed + 1))
+    calls: list[tuple[np.ndarray, list[str]]] = []
+    k = 0
+    for fps, sizes in batches(path, args.calls, args.seed):
+        a = 0
+        for size in sizes:
+            calls.append((fps[a:a + size], "\n".join(pool[k:k + size]).split("\n")))
+            k, a = (k + size) % URL_POOL, a + size
+            if len(calls) >= args.budget_calls:
+                break
+        if len(calls) >= args.budget_calls:
+            break
+    checks = sum(len(u) for _, u in calls)
+    config = DueConfig()
+    config.cache.size = args.cache_size
+
+    def timed(body) -> float:
+        best = []
+        for _ in range(BUDGET_REPEATS):
+            state = body(None)
+            c = time.thread_time()
+            body(state)
+            best.append(time.thread_time() - c)
+        return sorted(best)[len(best) // 2] / checks * 1e9
+
+    def probe(state):
+        if state is None:
+            return cache_from_config(config.cache)
+        for f, _u in calls:
+            state.check_and_add_many(f)
+
+    def kernel_only(state, record: bool = False):
+        if state is None:
+            return (cache_from_config(config.cache), np.empty(checks, dtype=np.uint64), [],
+                    bytearray(checks * 128) if record else None)
+        cache, buf, kept, window = state
+        n = pos = 0
+        for f, u in calls:
+            m, size = kernel.submit(cache, f, u, buf, n, kept, window, pos)
+            n += m
+            pos += max(size, 0)
+
+    def due_submit(state):
+        if state is None:
+            directory = Path(tempfile.mkdtemp(prefix="due-budget-", dir=args.dir))
+            big = DueConfig()
+            big.cache.size, big.buffer_size = args.cache_size, checks + 1
+            return directory, DiskDUE(directory / "due", big, background=False, durable=not args.no_fsync)
+        directory, due = state
+        for f, u in calls:
+            due.submit(f, u)
+        due.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def fingerprint(state):
+        if state is None:
+            return True
+        for _f, u in calls:
+            fingerprints(u)
+
+    steps = {"fingerprint (node, before the DUE)": timed(fingerprint),
+             "cache probe": timed(probe),
+             "+ buffer append (kernel, no record)": timed(kernel_only),
+             "+ journal record in memory (kernel)": timed(lambda st: kernel_only(st, True)),
+             "+ DiskDUE.submit (Python, page cache, slides)": timed(due_submit)}
+    # The merges' CPU per check: the same calls with background merges (default buffer).
+    directory = Path(tempfile.mkdtemp(prefix="due-budget-", dir=args.dir))
+    run = DueConfig()
+    run.cache.size, run.buffer_size = args.cache_size, args.buffer_size
+    due = DiskDUE(directory / "due", run, durable=not args.no_fsync)
+    for f, u in calls:
+        due.submit(f, u)
+    due.flush()
+    st = due.stats()
+    due.close()
+    shutil.rmtree(directory, ignore_errors=True)
+    steps["merges (background thread)"] = st["merge_cpu_seconds"] / checks * 1e9
+    budget = {name: round(ns, 1) for name, ns in steps.items()}
+    for name, ns in budget.items():
+        log(f"budget: {name:48s} {ns:7.1f} ns/check")
+    return {"impl": "budget", "calls": args.calls.describe(), "budget_calls": len(calls), "checks": checks,
+            "links_per_call": round(checks / max(1, len(calls)), 1), "merges": st["merges"],
+            "compiled_kernel": KERNEL_COMPILED, "merge_kernels": MERGE_COMPILED, "ns_per_check": budget,
+            "hot_path_ns_per_check": budget["+ DiskDUE.submit (Python, page cache, slides)"],
+            "hot_path_and_merges_ns_per_check": round(budget["+ DiskDUE.submit (Python, page cache, slides)"]
+                                                      + budget["merges (background thread)"], 1)}
+
+
+RUNNERS = {"due": run_due, "set": run_set, "redis": run_redis, "budget": run_budget}
 
 
 def run_one(args) -> dict:
@@ -475,7 +713,8 @@ def run_all(args) -> dict:
     for impl, n in plan:
         cmd = [sys.executable, __file__, "--only", impl, "--fingerprints", str(n), "--seed", str(args.seed),
                "--buffer-size", str(args.buffer_size), "--cache-size", str(args.cache_size),
-               "--buckets", str(args.buckets), "--delta-ratio", str(args.delta_ratio), "--batch", str(args.batch)]
+               "--buckets", str(args.buckets), "--delta-ratio", str(args.delta_ratio), "--calls", args.calls_text,
+               "--local-share", str(args.local_share), "--peer-batch", str(args.peer_batch)]
         if args.dir:
             cmd += ["--dir", args.dir]
         if args.workload:
@@ -492,7 +731,9 @@ def run_all(args) -> dict:
         log(f"{impl}: {json.dumps({k: v for k, v in results[impl].items() if k != 'progress'})}")
     due, redis, pyset = results["due"], results["redis"], results["set"]
     summary = {
-        "checks_per_s": due["checks_per_s"], "peak_rss_mb": due["peak_rss_mb"],
+        "calls": due["calls"], "call_sizes": due["call_sizes"],
+        "checks_per_s": due["checks_per_s"], "checks_per_s_no_cpu_wait": due.get("checks_per_s_no_cpu_wait"),
+        "peak_rss_mb": due["peak_rss_mb"],
         "disk_bytes_per_url": due["disk_bytes_per_url"], "fingerprints": due["fingerprints"],
         "ram_bytes_per_url": due["ram_bytes_per_url"],
         "baseline_fingerprints": args.baseline_fingerprints,
@@ -508,6 +749,8 @@ def run_all(args) -> dict:
         "speed_vs_set": round(due["checks_per_s"] / pyset["checks_per_s"], 2),
         "ram_per_url_vs_set": round(due["ram_bytes_per_url"] / pyset["ram_bytes_per_url"], 4),
     }
+    log(f"calls: {due['calls']}, sizes {due['call_sizes']}; load average before/after "
+        f"{[r['loadavg_before_after'] for r in (due, pyset, redis)]}")
     log(f"ratios: DUE is {summary['speed_vs_redis']}x Redis's checks/s (goal >= 15) at "
         f"{summary['ram_per_url_vs_redis']} of its RAM per URL (goal <= 0.125); "
         f"{summary['speed_vs_set']}x a Python set's checks/s at {summary['ram_per_url_vs_set']} of its RAM per URL "
@@ -530,14 +773,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--delta-ratio", type=float, default=defaults.delta_ratio)
     ap.add_argument("--no-background", action="store_true", help="merge in the caller's thread")
     ap.add_argument("--no-fsync", action="store_true", help="DiskDUE(durable=False): no fsync at all")
-    ap.add_argument("--batch", type=int, default=0,
-                    help="links per submit call; 0 = one call per page (default), e.g. 1000 = peer batches")
+    ap.add_argument("--calls", default="node",
+                    help="how submit is called: node (a page's local links, and peer batches; default), "
+                         "pages (one call per page), or N (calls of N links)")
+    ap.add_argument("--batch", type=int, default=None, help="same as --calls N (older name)")
+    ap.add_argument("--local-share", type=float, default=0.815, help="--calls node: share of a page's links it owns")
+    ap.add_argument("--peer-batch", type=int, default=1000, help="--calls node: URLs per peer batch")
+    ap.add_argument("--budget-calls", type=int, default=200_000,
+                    help="--only budget: calls of the stream to time (held in memory)")
     ap.add_argument("--workload", default=None,
                     help="keep the generated stream at this path prefix and reuse it on later runs")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--dir", default=None, help="scratch directory (default: the system's temp dir)")
     ap.add_argument("--generate-only", metavar="PATH", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.calls_text = str(args.batch) if args.batch else ("pages" if args.batch == 0 else args.calls)
+    args.calls = Calls.parse(args.calls_text, args.local_share, args.peer_batch)
     if args.generate_only:
         generate(Path(args.generate_only), args.fingerprints, Mix(), args.seed)
         return

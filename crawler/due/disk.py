@@ -16,7 +16,9 @@ Data flow of one `submit(fps, urls)` (hot path, a page's links at a time):
    merged (Mercator): sorted, deduplicated, and checked against the sorted
    on-disk set bucket by bucket in one sequential pass (`diskset`). The
    fingerprints not on disk are new; their URLs are returned to the caller
-   in the order they arrived.
+   in the order they arrived. In the background, a merge's heavy passes are
+   compiled kernels that release the GIL (`mergekernel`): it runs on a
+   second core while `submit` goes on.
 
 RAM is the cache plus the buffer (8 bytes per fingerprint plus the URL
 strings it keeps alive, about 130 bytes each for 80-character URLs), plus one
@@ -24,8 +26,8 @@ bucket window and the sort arrays during a merge; never the number of URLs
 seen. (After each merge freed heap pages go back to the OS: `trim`.)
 
 Hot path cost is per call more than per URL: with the compiled kernel about
-10-12 us per page-sized call (~60 links) on a 2-CPU VM, of which the CLOCK
-probe is ~35 ns per link; the pure-Python twin costs about twice that.
+8-10 us per page-sized call (~60 links) on a 2-CPU VM, of which the CLOCK
+probe is ~35-50 ns per link; the pure-Python twin costs about twice that.
 
 Crash safety (`restore`, run by the constructor). A merge
 
@@ -60,6 +62,7 @@ from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, BucketTable, DiskSet, fs
 from crawler.due.journal import Journal
 from crawler.due.kernel import submit as _submit
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
+from crawler.due.mergekernel import pick, sort_unique
 from crawler.due.trim import release_free_memory
 
 # Defaults for configs without the keys; the documented defaults are DueConfig's (crawler/config/schema.py).
@@ -68,8 +71,8 @@ DEFAULT_DELTA_RATIO = 0.125
 DEFAULT_JOURNAL_FSYNC_S = 1.0
 POSITION_DTYPE = np.dtype("<i8")
 BUFFER_HEADROOM = 1024          # extra fingerprints allocated past the merge trigger
-_UINT64 = np.dtype(np.uint64)
-PICK_CHUNK = 1 << 16            # positions turned into Python ints at a time
+_NO_FPS = np.empty(0, dtype=np.uint64)
+_monotonic = time.monotonic
 
 FaultHook = Callable[[str], None]
 
@@ -93,9 +96,10 @@ def _tunable(value, config, key: str, default):
 class _MergeJob:
     """One merge: inputs taken from the buffer, outputs for the caller."""
     merge: int
-    fps: np.ndarray
+    fps: np.ndarray                # dropped by the merge once it has committed
     urls_in: list[str]
     segments: list[int]
+    count: int = 0                 # len(fps), for `pending` while the merge runs
     urls: list[str] = field(default_factory=list)
     new: int = 0
     repeats: int = 0
@@ -180,28 +184,26 @@ class DiskDUE(DUE):
         """Offer a batch; returns the URLs now known to be new (hot path: once per page).
 
         The cache probe, buffer append and journal record are one kernel call
-        (`kernel.submit`, compiled when the extension is built).
+        (`kernel.submit`, compiled when the extension is built; it also takes
+        any array-like of fingerprints and checks the lengths). Written for
+        speed: a few attribute reads around that call.
         """
         if self._delivered:
             self._release_delivered()
-        if fps.__class__ is not np.ndarray or fps.dtype != _UINT64 or not fps.flags.c_contiguous:
-            fps = np.ascontiguousarray(fps, dtype=np.uint64)
-        n = len(fps)
-        if n != len(urls):
-            raise ValueError(f"submit got {n} fingerprints and {len(urls)} URLs")
+        if urls.__class__ is not list:
+            urls = list(urls)
+        n = len(urls)
+        if n != len(fps):
+            raise ValueError(f"submit got {len(fps)} fingerprints and {n} URLs")
         if n:
-            if urls.__class__ is not list:
-                urls = list(urls)
-            self._accept(fps, urls)
+            self._accept(fps, urls, n)
             self._counters.checks += n
         if self._job is not None or self._n >= self._trigger:
+            # No yield to a background merge here: its passes run without the GIL
+            # and it needs the GIL only a few dozen times (each within one switch
+            # interval, 5 ms); a time.sleep(0) per call cost the caller more
+            # (measured: 4.4M vs 5.0M checks/s, 10M-check runs, docs/due.md).
             self._schedule()
-            if self._job is not None:
-                # Let a background merge take the GIL now: this loop seldom blocks,
-                # so without it the merge waits a switch interval (5 ms) per numpy call.
-                # (Measured: yielding at most every 0.2-2 ms instead made merges
-                # 1.5-3x longer and the hot path no faster.)
-                time.sleep(0)
         if self._ready or self._undelivered:
             return self._deliver()
         return []
@@ -220,12 +222,14 @@ class DiskDUE(DUE):
     def pending(self) -> int:
         """URLs accepted but not yet returned (buffered, merging, or found new and waiting)."""
         job = self._job
-        return self._n + (len(job.fps) if job is not None else 0) + len(self._ready)
+        return self._n + (job.count if job is not None else 0) + len(self._ready)
 
     def checkpoint(self) -> None:
-        """Make everything accepted durable now (journal fsync; committed merges already are)."""
+        """Make everything accepted durable now (journal fsync; committed merges already are)
+        and finish deleting released journal segments."""
         if self._delivered:
             self._release_delivered()
+        self._journal.settle()
         self._journal.fsync_segments(self._segments)
         self._last_fsync = time.monotonic()
         if self._job is None:
@@ -243,7 +247,7 @@ class DiskDUE(DUE):
             "cache_misses": misses,
             "cache_size": self._cache.size,
             "cache_capacity": self._cache.capacity,
-            "buffer": self._n + (len(job.fps) if job is not None else 0),
+            "buffer": self._n + (job.count if job is not None else 0),
             "buffer_capacity": self.buffer_size,
             "pending": self.pending,
             "disk_fingerprints": disk,
@@ -349,27 +353,25 @@ class DiskDUE(DUE):
 
     # --- internals: buffer -------------------------------------------------------
 
-    def _accept(self, fps: np.ndarray, urls: list[str]) -> None:
+    def _accept(self, fps: np.ndarray, urls: list[str], count: int) -> None:
         """Cache probe, then journal and buffer the misses of one batch (hot path)."""
         n = self._n
-        if n + len(fps) > len(self._buf):
-            self._grow(n + len(fps))
+        if n + count > len(self._buf):
+            self._grow(n + count)
         journal = self._journal
-        window = journal.window
-        m, size = _submit(self._cache, fps, urls, self._buf, n, self._urls, window,
+        m, size = _submit(self._cache, fps, urls, self._buf, n, self._urls, journal.window,
                           journal.active_bytes - journal.window_at)
         if not m:
             return
         if size >= 0:
-            journal.advance(size)
+            journal.active_bytes += size          # Journal.advance(size), inlined: hot path
+            journal.dirty = True
         else:
             self._journal_slow(n, m)
         self._n = n + m
-        if self._journal_fsync_s is not None:
-            now = time.monotonic()
-            if now - self._last_fsync >= self._journal_fsync_s:
-                journal.fsync_active_soon()
-                self._last_fsync = now
+        if self._journal_fsync_s is not None and _monotonic() - self._last_fsync >= self._journal_fsync_s:
+            journal.fsync_active_soon()
+            self._last_fsync = _monotonic()
         if self._fault is not None:
             self._fault("submit:journaled")
 
@@ -407,7 +409,7 @@ class DiskDUE(DUE):
     def _take_buffer(self) -> _MergeJob:
         """Freeze the buffer and its journal segments into a merge job; start a new segment."""
         self._last_merge += 1
-        job = _MergeJob(self._last_merge, self._buf[:self._n], self._urls, self._segments)
+        job = _MergeJob(self._last_merge, self._buf[:self._n], self._urls, self._segments, self._n)
         self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
         self._n = 0
         self._urls = []
@@ -418,7 +420,7 @@ class DiskDUE(DUE):
     def _schedule(self) -> None:
         """Collect a finished merge; start one when the buffer is full enough."""
         job = self._job
-        if job is not None and (job.done.is_set() or self._n + len(job.fps) >= self.buffer_size):
+        if job is not None and (job.done.is_set() or self._n + job.count >= self.buffer_size):
             self._collect()                       # finished, or the buffer is full: wait for it
         if self._n >= self._trigger and self._job is None:
             if self.background:
@@ -469,8 +471,6 @@ class DiskDUE(DUE):
         self._counters.merge_seconds += job.seconds
         self._merge_cpu_s += job.cpu_seconds
         self._last_merge_s = job.seconds
-        del job
-        release_free_memory()                     # the merge's arrays are gone now: return the pages
 
     def _deliver(self) -> list[str]:
         """Hand out the new URLs found so far; their merges are released at the next call."""
@@ -483,28 +483,35 @@ class DiskDUE(DUE):
         return out
 
     def _release_delivered(self) -> None:
-        """The caller has the URLs of these merges: their journal segments can go."""
+        """The caller has the URLs of these merges: their journal segments can go
+        (deleted by the journal's helper thread: off the hot path)."""
         for release in self._delivered:
-            self._release(release)
+            self._release(release, soon=True)
         self._delivered = []
 
-    def _release(self, release: Release) -> None:
+    def _release(self, release: Release, soon: bool = False) -> None:
         with self._lock:
             self._releases.pop(release.merge, None)
-        # The marker goes first: without it recovery treats the merge as released.
+        # The marker goes first: without it recovery treats the merge as released
+        # (and deletes its segments if they are still there).
         try:
             self._release_path(release.merge).unlink()
         except FileNotFoundError:
             pass
         if self._fault is not None:
             self._fault("release:marker-deleted")
-        self._journal.remove(release.segments)
+        if soon:
+            self._journal.remove_soon(release.segments)
+        else:
+            self._journal.remove(release.segments)
 
     def _merge(self, job: _MergeJob) -> None:
         """Merge one frozen buffer with the disk set; commit; pick the new URLs.
 
-        Runs in a background thread or in the caller's. numpy and file I/O
-        release the GIL, so the event loop keeps going during a background merge.
+        Runs in a background thread or in the caller's. The sort, the passes
+        over the buckets, the fsyncs and deletions are merge kernels that run
+        with the GIL released (`mergekernel`), so a background merge uses the
+        other core and takes the GIL from the caller only for a few short steps.
         """
         start = time.perf_counter()
         cpu_start = time.thread_time()
@@ -512,20 +519,8 @@ class DiskDUE(DUE):
             fault = self._fault or _no_fault
             fault("merge:begin")
             fps = job.fps
-            # Sort and drop repeats, keeping each fingerprint's earliest buffer
-            # position (quicksort is not stable); temporaries go as soon as used.
-            order = np.argsort(fps)
-            ordered = fps[order]
-            first = np.empty(len(ordered), dtype=bool)
-            if len(first):
-                first[0] = True
-                np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
-            del first
-            keys = ordered[starts]
-            del ordered
-            first_pos = np.minimum.reduceat(order, starts) if len(starts) else order[:0]
-            del order, starts
+            # Sort and drop repeats, keeping each fingerprint's earliest buffer position.
+            keys, first_pos = sort_unique(fps)
             job.repeats = len(fps) - len(keys)
             fault("merge:sorted")
             self._journal.fsync_segments(job.segments)
@@ -538,7 +533,12 @@ class DiskDUE(DUE):
             release = Release(job.merge, job.segments)
             try:
                 fault("merge:written")
-                positions = np.sort(first_pos[plan.new_mask]).astype(POSITION_DTYPE)
+                # The new URLs' buffer positions in arrival order: marks in a
+                # bitmap over the buffer, read back in order (cheaper than a sort).
+                arrived = np.zeros(len(fps), dtype=bool)
+                arrived[first_pos[plan.new_mask]] = True
+                positions = np.flatnonzero(arrived).astype(POSITION_DTYPE, copy=False)
+                del arrived
                 job.new = len(positions)
                 self._write_positions(job.merge, positions)
                 fault("merge:positions-written")
@@ -565,12 +565,9 @@ class DiskDUE(DUE):
             self._merged_through = max(job.segments)
             self._set.adopt(plan)
             fault("merge:adopted")
-            urls_in = job.urls_in
-            picked: list[str] = []
-            for at in range(0, len(positions), PICK_CHUNK):      # bounded list of Python ints
-                picked += [urls_in[p] for p in positions[at:at + PICK_CHUNK].tolist()]
-            job.urls = picked
+            job.urls = pick(job.urls_in, positions)
             job.urls_in = []                      # the buffer's strings may go now
+            job.fps = fps = _NO_FPS               # and its fingerprints
             del keys, first_pos, positions, plan
             release_free_memory()                 # or glibc's arenas fragment and RSS creeps up
             fault("merge:urls-picked")

@@ -26,17 +26,23 @@ deltas and folds a bounded number of buckets (those whose delta has grown to
 set/8 instead of the set (default ratio 1/8) and still reads each touched
 base once, sequentially. Memory is bounded by the merge's batch plus one
 window (`window_entries`) of one bucket, however large the set grows.
+
+The passes over the buckets (which keys are new; writing the new deltas and
+bases) are one call each of the merge kernels (`mergekernel`: compiled, GIL
+released; or their numpy twins); this module decides what is written where
+and keeps the table.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from crawler.due import mergekernel
 
 FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
@@ -115,7 +121,6 @@ class DiskSet:
         self.window_entries = max(1, int(window_entries))
         self.durable = durable
         self.table = BucketTable.empty(buckets)
-        self._pool: ThreadPoolExecutor | None = None
 
     # --- state -------------------------------------------------------------------
 
@@ -164,16 +169,9 @@ class DiskSet:
     def contains(self, fps: np.ndarray) -> np.ndarray:
         """Membership of arbitrary fingerprints (tests and tools; not the merge path)."""
         fps = np.asarray(fps, dtype=np.uint64)
-        order = np.argsort(fps, kind="stable")
-        keys = fps[order]
-        found = np.zeros(len(keys), dtype=bool)
-        bounds = self._bounds(keys)
-        for b in np.flatnonzero(np.diff(bounds)).tolist():
-            lo, hi = int(bounds[b]), int(bounds[b + 1])
-            found[lo:hi] = self._present(b, keys[lo:hi], self._delta(b))
-        out = np.empty(len(fps), dtype=bool)
-        out[order] = found
-        return out
+        keys = np.unique(fps)
+        new_mask = self._find_new(keys, self._bounds(keys), self.table)[0]
+        return ~new_mask[np.searchsorted(keys, fps)]
 
     # --- merge -------------------------------------------------------------------
 
@@ -185,31 +183,25 @@ class DiskSet:
         files are fsynced before this returns. `fold_budget` caps how many
         buckets are folded (None: the default share, buckets * delta_ratio).
         """
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
         table = self.table.copy()
-        plan = MergePlan(gen, np.zeros(len(keys), dtype=bool), table)
         bounds = self._bounds(keys)
-        touched = np.flatnonzero(np.diff(bounds))
-        plan.touched = len(touched)
-        # Pass 1: what is new, bucket by bucket (each base read once, in windows);
-        # only the new fingerprints are kept, so memory stays one batch + one window.
-        new_parts: dict[int, np.ndarray] = {}
-        for b in touched.tolist():
-            lo, hi = int(bounds[b]), int(bounds[b + 1])
-            kb = keys[lo:hi]
-            delta = self._delta(b)
-            fresh = ~self._present(b, kb, delta)
-            plan.new_mask[lo:hi] = fresh
-            if fresh.any():
-                new_parts[b] = kb[fresh]
+        # Pass 1: what is new, bucket by bucket (each base read once, in windows).
+        new_mask, new_counts, paths = self._find_new(keys, bounds, table)
+        plan = MergePlan(gen, new_mask, table, touched=int(np.count_nonzero(np.diff(bounds))))
         # Pass 2: write new deltas, or fold the most overdue buckets into new bases.
-        folds = self._choose_folds(new_parts, fold_budget)
+        folds = self._choose_folds(new_counts, fold_budget)
+        write = sorted(set(np.flatnonzero(new_counts).tolist()) | folds)
+        fold_flags = np.array([b in folds for b in write], dtype=np.uint8)
+        out_paths = []
+        for b, fold in zip(write, fold_flags.tolist()):
+            adds = int(table.delta_n[b] + new_counts[b])
+            out_paths.append(os.fsencode(self._record_write(plan, b, adds, BASE if fold else DELTA)))
         try:
-            for b in sorted(set(new_parts) | folds):
-                adds = _merge_sorted(self._delta(b), new_parts.get(b, _EMPTY))   # deltas are small: read again
-                if b in folds:
-                    self._write_base(plan, b, adds)
-                else:
-                    self._write_delta(plan, b, adds)
+            bad = mergekernel.write_buckets(keys, new_mask, bounds, *paths, np.array(write, dtype=np.int64),
+                                            out_paths, fold_flags, self.window_entries)
+            if bad is not None:
+                raise CorruptSetError(_size_message(*bad))
             self._fsync(plan.written)
         except BaseException:
             self.discard(plan)
@@ -219,25 +211,15 @@ class DiskSet:
     def adopt(self, plan: MergePlan) -> None:
         """Switch to the merged files (after the manifest commit) and delete the old ones."""
         self.table = plan.table
-        for path in plan.obsolete:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        mergekernel.remove_files([os.fsencode(p) for p in plan.obsolete])
 
     def discard(self, plan: MergePlan) -> None:
         """Delete the files of a merge that will not be committed."""
-        for path in plan.written:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        mergekernel.remove_files([os.fsencode(p) for p in plan.written])
         plan.written.clear()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Nothing to release (files are opened per pass); kept for the component shape."""
 
     # --- internals ---------------------------------------------------------------
 
@@ -253,49 +235,28 @@ class DiskSet:
     def _path(self, b: int, gen: int, kind: str) -> Path:
         return self.directory / file_name(b, gen, kind)
 
-    def _delta(self, b: int) -> np.ndarray:
-        gen = int(self.table.delta_gen[b])
-        if not gen:
-            return _EMPTY
-        data = np.fromfile(self._path(b, gen, DELTA), dtype=FP_DTYPE)
-        if len(data) != self.table.delta_n[b]:
-            raise CorruptSetError(f"{self._path(b, gen, DELTA)} holds {len(data)} fingerprints, "
-                                  f"the manifest says {int(self.table.delta_n[b])}")
-        return data.astype(np.uint64, copy=False)
+    def _file_paths(self, table: BucketTable) -> tuple[list, np.ndarray, list, np.ndarray]:
+        """Per bucket: base path (bytes or None), base count, delta path, delta count."""
+        def paths(gens: np.ndarray, kind: str) -> list[bytes | None]:
+            return [os.fsencode(self._path(b, g, kind)) if g else None for b, g in enumerate(gens.tolist())]
+        return (paths(table.base_gen, BASE), table.base_n.astype(np.int64),       # copies: the plan's
+                paths(table.delta_gen, DELTA), table.delta_n.astype(np.int64))     # table changes next
 
-    def _present(self, b: int, kb: np.ndarray, delta: np.ndarray) -> np.ndarray:
-        """Which sorted keys of bucket b are in its delta or its base."""
-        present = _isin_sorted(kb, delta)
-        count = int(self.table.base_n[b])
-        if count:
-            rest = np.flatnonzero(~present)
-            if len(rest):
-                present[rest] = self._in_base(b, count, kb[rest])
-        return present
+    def _find_new(self, keys: np.ndarray, bounds: np.ndarray, table: BucketTable):
+        """(new_mask, new_counts, file paths) of sorted unique keys: one pass of the kernel."""
+        paths = self._file_paths(table)
+        new_mask = np.zeros(len(keys), dtype=bool)
+        new_counts = np.zeros(self.buckets, dtype=np.int64)
+        bad = mergekernel.find_new(np.ascontiguousarray(keys, dtype=np.uint64), bounds, *paths,
+                                   self.window_entries, new_mask, new_counts)
+        if bad is not None:
+            raise CorruptSetError(_size_message(*bad))
+        return new_mask, new_counts, paths
 
-    def _in_base(self, b: int, count: int, keys: np.ndarray) -> np.ndarray:
-        """Membership of sorted keys in bucket b's base, one mapped window at a time."""
-        path = self._path(b, int(self.table.base_gen[b]), BASE)
-        found = np.zeros(len(keys), dtype=bool)
-        k0 = 0
-        for start in range(0, count, self.window_entries):
-            n = min(self.window_entries, count - start)
-            window = np.memmap(path, dtype=FP_DTYPE, mode="r", offset=start * FP_BYTES, shape=(n,))
-            k1 = len(keys) if start + n >= count else int(np.searchsorted(keys, window[-1], side="right"))
-            if k1 > k0:
-                found[k0:k1] = _isin_sorted(keys[k0:k1], window)
-            del window
-            k0 = k1
-            if k0 >= len(keys):
-                break
-        return found
-
-    def _choose_folds(self, new_parts: dict[int, np.ndarray], fold_budget: int | None) -> set[int]:
+    def _choose_folds(self, new_counts: np.ndarray, fold_budget: int | None) -> set[int]:
         """Buckets to fold this merge: all with data when delta_ratio is 0, else the most overdue."""
         t = self.table
-        pending = t.delta_n.copy()
-        for b, part in new_parts.items():
-            pending[b] += len(part)
+        pending = t.delta_n + new_counts
         if self.delta_ratio == 0:
             return set(np.flatnonzero(pending).tolist())
         due = np.flatnonzero((pending > 0) & (pending >= self.delta_ratio * t.base_n))
@@ -307,85 +268,36 @@ class DiskSet:
             due = due[np.argsort(-overdue, kind="stable")[:budget]]
         return set(due.tolist())
 
-    def _write_base(self, plan: MergePlan, b: int, adds: np.ndarray) -> None:
-        """New base for bucket b: old base merged with `adds` (sorted, disjoint), in windows."""
+    def _record_write(self, plan: MergePlan, b: int, adds: int, kind: str) -> Path:
+        """Enter in the plan the file this merge writes for bucket b (`adds` = its delta + new keys)."""
         t = plan.table
-        old_gen, old_n = int(t.base_gen[b]), int(t.base_n[b])
-        dst = self._path(b, plan.gen, BASE)
+        dst = self._path(b, plan.gen, kind)
         plan.written.append(dst)
-        with open(dst, "wb") as out:
+        if t.delta_gen[b]:
+            plan.obsolete.append(self._path(b, int(t.delta_gen[b]), DELTA))
+        if kind == BASE:
+            old_n = int(t.base_n[b])
             if old_n:
-                src = self._path(b, old_gen, BASE)
-                a0 = 0
-                with open(src, "rb") as f:
-                    for start in range(0, old_n, self.window_entries):
-                        n = min(self.window_entries, old_n - start)
-                        chunk = np.fromfile(f, dtype=FP_DTYPE, count=n)
-                        if len(chunk) != n:
-                            raise CorruptSetError(f"{src} is shorter than the manifest says")
-                        a1 = len(adds) if start + n >= old_n else int(np.searchsorted(adds, chunk[-1], side="right"))
-                        _merge_sorted(chunk, adds[a0:a1]).astype(FP_DTYPE, copy=False).tofile(out)
-                        a0 = a1
-                plan.obsolete.append(src)
-            else:
-                adds.astype(FP_DTYPE, copy=False).tofile(out)
-        if t.delta_gen[b]:
-            plan.obsolete.append(self._path(b, int(t.delta_gen[b]), DELTA))
-        t.base_gen[b], t.base_n[b] = plan.gen, old_n + len(adds)
-        t.delta_gen[b], t.delta_n[b] = 0, 0
-        plan.folded += 1
-        plan.bytes_written += (old_n + len(adds)) * FP_BYTES
-
-    def _write_delta(self, plan: MergePlan, b: int, delta: np.ndarray) -> None:
-        t = plan.table
-        dst = self._path(b, plan.gen, DELTA)
-        plan.written.append(dst)
-        delta.astype(FP_DTYPE, copy=False).tofile(dst)
-        if t.delta_gen[b]:
-            plan.obsolete.append(self._path(b, int(t.delta_gen[b]), DELTA))
-        t.delta_gen[b], t.delta_n[b] = plan.gen, len(delta)
-        plan.bytes_written += len(delta) * FP_BYTES
+                plan.obsolete.append(self._path(b, int(t.base_gen[b]), BASE))
+            t.base_gen[b], t.base_n[b] = plan.gen, old_n + adds
+            t.delta_gen[b], t.delta_n[b] = 0, 0
+            plan.folded += 1
+            plan.bytes_written += (old_n + adds) * FP_BYTES
+        else:
+            t.delta_gen[b], t.delta_n[b] = plan.gen, adds
+            plan.bytes_written += adds * FP_BYTES
+        return dst
 
     def _fsync(self, paths: list[Path]) -> None:
         """fsync the files in parallel (one shared journal commit), then the directory."""
         if not paths or not self.durable:
             return
-        if len(paths) == 1:
-            _fsync_path(paths[0])
-        else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=FSYNC_THREADS, thread_name_prefix="due-fsync")
-            list(self._pool.map(_fsync_path, paths))
+        mergekernel.fsync_files([os.fsencode(p) for p in paths], FSYNC_THREADS)
         fsync_dir(self.directory)
 
 
-_EMPTY = np.empty(0, dtype=np.uint64)
-
-
-def _isin_sorted(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """Membership of each key in a sorted array (both uint64)."""
-    if len(sorted_set) == 0 or len(keys) == 0:
-        return np.zeros(len(keys), dtype=bool)
-    pos = np.searchsorted(sorted_set, keys)
-    np.minimum(pos, len(sorted_set) - 1, out=pos)
-    return sorted_set[pos] == keys
-
-
-def _merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Union of two sorted arrays with no common element, sorted."""
-    if len(b) == 0:
-        return a
-    if len(a) == 0:
-        return b
-    return np.insert(a, np.searchsorted(a, b), b)
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _size_message(path: bytes, size: int, want: int) -> str:
+    return f"{os.fsdecode(path)} has {size} bytes, the manifest says {want}"
 
 
 def fsync_dir(directory: Path) -> None:

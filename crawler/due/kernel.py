@@ -42,6 +42,7 @@ _NEWLINE = b"\n"
 def py_submit(cache, fps: np.ndarray, urls: list[str], buf: np.ndarray, n: int,
               buf_urls: list[str], window, pos: int) -> tuple[int, int]:
     """Pure-Python twin of the compiled `due_submit` (see the module docstring)."""
+    fps = np.ascontiguousarray(fps, dtype=np.uint64)     # as the compiled one converts any array-like
     if len(urls) != len(fps):
         raise ValueError("due_submit got a different number of fingerprints and URLs")
     if n < 0 or n + len(fps) > len(buf):

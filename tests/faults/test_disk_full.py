@@ -21,7 +21,7 @@ from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 
-SMALL_BYTES = 6 << 20          # the DUE reserves 4 MiB of journal up front; WARC files fill the rest
+SMALL_BYTES = 11 << 20         # the DUE maps 4 MiB of journal and reserves the next 4 MiB ahead; WARC files fill the rest
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def config(tmp_path, seeds: str, data: str) -> dict:
 
 
 def test_full_disk_stops_clearly_and_the_state_resumes(tmp_path, small_disk):
-    with TestWebProcess(tmp_path / "web", ["--hosts", "20", "--pages", "800", "--no-bad-host",
+    with TestWebProcess(tmp_path / "web", ["--hosts", "20", "--pages", "1500", "--no-bad-host",
                                            "--no-slow-host"]) as web:
         full = write_config(tmp_path / "full.yaml", config(tmp_path, web.info["seeds"], str(small_disk / "node-{node}")))
         code, out, err = run_crawler(["run", "-c", str(full)], timeout_s=120)

@@ -311,14 +311,17 @@ def test_ram_holds_only_the_buffer(tmp_path: Path) -> None:
     due.close()
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["mapped-here", "mapped-ahead"])
 @pytest.mark.parametrize("how", ["window-full", "slow-record"])
-def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, how: str) -> None:
-    """The journal fails where it can: reserving the next window (a full disk),
-    or in its own append (the records the kernel leaves to it)."""
+def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, how: str, ahead: bool) -> None:
+    """The journal fails where it can: reserving the next window (a full disk;
+    here, or in the mapper thread that prepares it), or in its own append
+    (the records the kernel leaves to it)."""
     import crawler.due.journal as journal_module
-    monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 12)
+    monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 13 if ahead else 1 << 12)
+    monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", 1 << 12 if ahead else 1 << 20)
     due = DiskDUE(tmp_path, config(buffer_size=1000, cache_size=512), background=False)
-    ids = list(range(2, 202))                # ~6 KB of record: more than the 4 KiB window
+    ids = list(range(2, 402 if ahead else 202))   # ~12 / 6 KB of record: more than the 8 / 4 KiB window
     fps, urls = batch(ids)
     if how == "slow-record":
         ids, fps, urls = ids[:2], fps[:2], [urls[0] + "\nnewline", urls[1]]
@@ -338,10 +341,39 @@ def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, h
     due.close()
 
 
+def test_a_window_the_mapper_thread_could_not_prepare_is_mapped_here(tmp_path: Path, monkeypatch) -> None:
+    """A full disk in the mapper thread: the slide maps the window itself, and fails the append if the disk is still full."""
+    import crawler.due.journal as journal_module
+    monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 13)
+    monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", 1 << 12)
+    journal = Journal(tmp_path)
+    journal.open_segment(1)
+    real = journal_module._reserve
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal_module, "_reserve", full_disk)
+    journal._drop_next()
+    journal._prepare_next()                       # fails in the mapper thread
+    fps, urls = batch(list(range(2, 402)))        # ~12 KB: does not fit in the first window
+    with pytest.raises(OSError):
+        journal.append(fps, urls)
+    monkeypatch.setattr(journal_module, "_reserve", real)
+    journal.append(fps, urls)
+    journal.append(fps[:3], urls[:3])
+    journal.shutdown()
+    assert journal.scan(1).urls == urls + urls[:3]
+
+
+@pytest.mark.parametrize("overlap", [1 << 20, 1 << 13], ids=["mapped-here", "mapped-ahead"])
 @pytest.mark.parametrize("closed", [True, False], ids=["closed", "abandoned"])
-def test_journal_windows_slide_over_a_long_segment(tmp_path: Path, monkeypatch, closed: bool) -> None:
+def test_journal_windows_slide_over_a_long_segment(tmp_path: Path, monkeypatch, closed: bool, overlap: int) -> None:
+    """Records cross window ends; with a small overlap the next window is the one the
+    mapper thread prepared (a record that does not fit in it is mapped here)."""
     import crawler.due.journal as journal_module
     monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 16)
+    monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", overlap)
     journal = Journal(tmp_path)
     journal.open_segment(1)
     rng = np.random.default_rng(5)
