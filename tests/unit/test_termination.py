@@ -57,7 +57,10 @@ async def test_silent_node_blocks_the_decision():
     c = Cluster(3)
     c.answering[1] = False
     coordinator = asyncio.create_task(c.nodes[0].run_coordinator())
-    await asyncio.sleep(0.3)
+    for _ in range(300):                     # rounds go on (at most 3 s) while node 1 stays silent
+        if c.nodes[0].rounds >= 2:
+            break
+        await asyncio.sleep(0.01)
     assert not c.done and c.nodes[0].rounds >= 2
     c.answering[1] = True
     await asyncio.wait_for(coordinator, 2)
