@@ -167,6 +167,25 @@ async def save_all(parts: Iterable[Stateful], store: StateStore, *, final: bool 
             await result
 
 
+class CacheState:
+    """Save for a cache kept whole in RAM (robots.txt, DNS): the cache counts its changes in
+    `_changes` and yields its records from `_records()`; an unchanged cache is not written again."""
+
+    name: str
+    state_version: int
+    _changes: int
+    _saved_changes: int
+
+    def _records(self) -> Iterable[dict]:
+        raise NotImplementedError
+
+    def save(self, store: StateStore, *, final: bool = False) -> None:
+        if self._changes == self._saved_changes:
+            return
+        store.write(self.name, self.state_version, self._records())
+        self._saved_changes = self._changes
+
+
 def restore_all(parts: Iterable[Stateful], store: StateStore) -> None:
     """Restore every part; one whose saved state is unusable is logged and starts empty."""
     for part in parts:

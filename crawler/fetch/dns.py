@@ -47,7 +47,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from crawler.config.schema import DnsConfig
 from crawler.fetch.guard import PrivateAddressError, ip_literal, is_forbidden, is_forbidden_text
 from crawler.fetch.result import DNS_ERROR, DNS_NXDOMAIN
-from crawler.state import StateStore
+from crawler.state import CacheState, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +138,11 @@ def _parse_overrides(overrides: dict[str, str]) -> tuple[dict[str, tuple[str, ..
     return exact, suffixes
 
 
-class Resolver(AbstractResolver):
+class Resolver(AbstractResolver, CacheState):
     """Caching, coalescing aiodns resolver with static overrides; also aiohttp's resolver."""
 
     name = "dns"                        # its part name in the node's state protocol (crawler/state.py)
+    state_version = STATE_VERSION
 
     def __init__(self, config: DnsConfig, *, allow_private_networks: bool = False,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
@@ -295,13 +296,6 @@ class Resolver(AbstractResolver):
         self._changes += 1
 
     # --- checkpoint (crawler/state.py) ----------------------------------------------
-
-    def save(self, store: StateStore, *, final: bool = False) -> None:
-        """Write every fresh cached answer (skipped when nothing changed since the last save)."""
-        if self._changes == self._saved_changes:
-            return
-        store.write(self.name, STATE_VERSION, self._records())
-        self._saved_changes = self._changes
 
     def _records(self) -> Iterator[dict]:
         now, wall = self._clock(), time.time()

@@ -63,7 +63,7 @@ from crawler.config.schema import RobotsConfig
 from crawler.fetch import result as R
 from crawler.fetch.fetcher import Fetcher
 from crawler.fetch.result import FetchResult
-from crawler.state import StateStore
+from crawler.state import CacheState, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +172,11 @@ class _Saved:
     failures: int
 
 
-class RobotsCache:
+class RobotsCache(CacheState):
     """robots.txt rules per origin: lookup (sync, cached) and fetch (async, through the Fetcher)."""
 
     name = "robots"                        # its part name in the node's state protocol (crawler/state.py)
+    state_version = STATE_VERSION
 
     def __init__(self, fetcher: Fetcher, config: RobotsConfig, user_agent: str, *,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
@@ -330,13 +331,6 @@ class RobotsCache:
         self._changes += 1
 
     # --- checkpoint (crawler/state.py) ------------------------------------------------
-
-    def save(self, store: StateStore, *, final: bool = False) -> None:
-        """Write every fresh entry to the store (skipped when nothing changed since the last save)."""
-        if self._changes == self._saved_changes:
-            return
-        store.write(self.name, STATE_VERSION, self._records())
-        self._saved_changes = self._changes
 
     def _records(self) -> Iterator[dict]:
         now, wall = self._clock(), time.time()
