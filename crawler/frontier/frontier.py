@@ -39,6 +39,7 @@ from crawler.config.schema import FrontierConfig
 from crawler.frontier.journal import (
     HostRecord,
     Journal,
+    journal_generation,
     journals_from,
     latest_checkpoint,
     read_checkpoint,
@@ -754,7 +755,8 @@ class Frontier:
         else:
             self._store = SegmentStore(directory, segment_bytes=self._segment_bytes)
         replayed = 0
-        for journal in journals_from(directory, self._gen):
+        journals = journals_from(directory, self._gen)
+        for journal in journals:
             for rec in read_journal(journal):
                 kind = rec[0]
                 if kind == "a" and len(rec) == 5:
@@ -780,6 +782,11 @@ class Frontier:
                         self._done.add(rec[3])
                 if self._ram > self._memory_urls:
                     self._spill()
+        if journals:
+            # A snapshot whose checkpoint was never written still used up its generation, and its
+            # journal holds records: the next checkpoint must not reuse that number and append a
+            # second copy of them to the file it would then start.
+            self._gen = max(self._gen, max(journal_generation(j) for j in journals))
         wait = self.config.resume_wait_s
         for name in crashed:
             h = self._hosts.get(name)

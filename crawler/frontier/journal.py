@@ -151,6 +151,10 @@ def journals_from(directory: Path, gen: int) -> list[Path]:
     return [found[g] for g in sorted(found) if g >= gen]
 
 
+def journal_generation(path: Path) -> int:
+    return int(JOURNAL_NAME.fullmatch(path.name).group(1))
+
+
 def remove_before(directory: Path, gen: int) -> None:
     """Delete checkpoints and journals older than generation `gen`, and stray temporaries."""
     for pattern in (CHECKPOINT_NAME, JOURNAL_NAME):

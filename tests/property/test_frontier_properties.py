@@ -7,7 +7,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from crawler.config.schema import FrontierConfig
@@ -143,6 +143,8 @@ async def scenario(directory: Path, steps, policy: str) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=ops, policy=st.sampled_from(["fifo", "quality"]))
+# A lost snapshot's journal was appended to again by the next start's checkpoint (same number).
+@example(steps=[("lost_checkpoint",), ("add", "a", 1), ("crash",), ("crash",)], policy="fifo")
 def test_durable_frontier_matches_the_model(steps, policy):
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(scenario(Path(tmp), steps, policy))
