@@ -6,17 +6,26 @@ SIGTERM/SIGINT to the children, prints one combined progress line read from
 the nodes' /metrics endpoints, and when every child has exited prints each
 node's summary line and, last, one cluster summary line with the totals.
 It exits non-zero if any node failed.
+
+A node that fails stops the crawl: the others could never finish it (the
+termination check waits for every node, and the failed node's hosts would
+not be crawled), so they are sent SIGTERM and stop cleanly with their state
+saved; running the same command again resumes all of them. On Linux the
+nodes also get SIGTERM if the supervisor itself dies, so none is orphaned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import json
 import os
 import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +52,21 @@ def is_local_address(host: str) -> bool:
         except OSError:
             continue
     return False
+
+
+PR_SET_PDEATHSIG = 1      # prctl(2) option: a signal for this process when its parent dies
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A function for the child to run before exec: SIGTERM when the supervisor dies (Linux;
+    None elsewhere). libc is loaded here, in the parent: loading it after fork could deadlock."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    return arm
 
 
 @dataclass
@@ -121,10 +145,11 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     children: list[Child] = []
+    arm = die_with_parent()
     for n in local:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "crawler", "run", "-c", str(config_path), "--node", str(n.id),
-            "--progress-interval", "0", stdout=asyncio.subprocess.PIPE, env=env)
+            "--progress-interval", "0", stdout=asyncio.subprocess.PIPE, env=env, preexec_fn=arm)
         url = (f"http://{config.metrics.bind}:{n.metrics_port}/metrics"
                if config.metrics.enabled and n.metrics_port else None)
         children.append(Child(n.id, proc, url))
@@ -145,7 +170,13 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
         assert child.proc.stdout is not None
         async for raw in child.proc.stdout:
             child.stdout.append(raw.decode(errors="replace").rstrip("\n"))
-        await child.proc.wait()
+        code = await child.proc.wait()
+        others = [c for c in children if c.proc.returncode is None]
+        if code != 0 and others:
+            print(f"cluster: node {child.node_id} exited with code {code}; stopping the other nodes "
+                  f"(their state is saved: run the same command again to resume)", file=sys.stderr, flush=True)
+            for c in others:
+                c.proc.send_signal(signal.SIGTERM)
 
     async def progress() -> None:
         async with aiohttp.ClientSession() as session:

@@ -45,8 +45,14 @@ def run_crawler(args: list[str], *, timeout_s: float, env: dict | None = None,
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), full_env.get("PYTHONPATH", "")) if p)
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "crawler", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=full_env, cwd=cwd)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "crawler", *args], capture_output=True, text=True,
+                              timeout=timeout_s, env=full_env, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        # subprocess shows only a clipped repr of what was read; the end of stderr says why.
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise AssertionError(f"crawler {' '.join(args)} did not end within {timeout_s} s; "
+                             f"end of its stderr:\n{err[-6000:]}") from None
     return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 

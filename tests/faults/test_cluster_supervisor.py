@@ -1,0 +1,125 @@
+"""`crawler cluster` when a node dies: the others stop cleanly (they could never finish alone) and
+the same command resumes the crawl; when the supervisor itself dies, no node is left running."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crawler.testweb.audit import compare
+from crawler.testweb.process import TestWebProcess
+from tests.faults.test_node_kill_resume import page_requests
+from tests.integration.crawl_support import REPO, run_crawler, write_config
+from tests.integration.test_cluster import SECRET, cluster_config
+
+pytestmark = pytest.mark.slow
+
+WEB_ARGS = ["--hosts", "30", "--pages", "1500", "--no-bad-host", "--no-slow-host", "--no-trap"]
+START_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 60
+CRAWL_TIMEOUT_S = 300
+POLL_S = 0.05
+STARTED = re.compile(r"cluster: started \d+ node\(s\): (.*)")
+NODE_PID = re.compile(r"(\d+) \(pid (\d+)\)")
+
+
+def start_cluster(config: Path, stderr: Path) -> subprocess.Popen:
+    env = dict(os.environ, **SECRET)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    with stderr.open("wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "crawler", "cluster", "-c", str(config),
+                                 "--progress-interval", "0"], stdout=subprocess.PIPE, stderr=err, env=env)
+
+
+def node_pids(stderr: Path, proc: subprocess.Popen) -> dict[int, int]:
+    """The node pids the supervisor announced, once it has."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        m = STARTED.search(stderr.read_text(errors="replace"))
+        if m:
+            return {int(node): int(pid) for node, pid in NODE_PID.findall(m.group(1))}
+        time.sleep(POLL_S)
+    raise AssertionError(f"the cluster did not start its nodes: {stderr.read_text()[-2000:]}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for this purpose (its parent has not reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_pages(web: TestWebProcess, count: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + CRAWL_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        if page_requests(web) >= count:
+            return
+        time.sleep(POLL_S)
+    raise AssertionError("the crawl did not get going")
+
+
+def test_a_failed_node_stops_the_others_and_the_crawl_resumes(tmp_path):
+    with TestWebProcess(tmp_path / "web", WEB_ARGS) as web:
+        manifest = web.manifest()
+        config = write_config(tmp_path / "crawl.yaml", cluster_config(
+            tmp_path, web.info["seeds"], politeness={"min_delay_s": 0.05}))
+        stderr = tmp_path / "cluster.stderr"
+        proc = start_cluster(config, stderr)
+        try:
+            pids = node_pids(stderr, proc)
+            wait_pages(web, len(manifest.fetched) // 4, proc)
+            os.kill(pids[1], signal.SIGKILL)
+            code = proc.wait(STOP_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err = stderr.read_text(errors="replace")
+        assert code == 1, err[-3000:]
+        assert "node 1 exited with code -9; stopping the other nodes" in err, err[-3000:]
+        assert not any(alive(pid) for pid in pids.values())
+        summaries = [line for line in proc.stdout.read().decode().splitlines() if line.startswith("{")]
+        assert '"failed_nodes": [1]' in summaries[-1]
+        assert page_requests(web) < len(manifest.fetched)
+
+        code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"],
+                                     timeout_s=CRAWL_TIMEOUT_S, env=SECRET)
+        assert code == 0, err[-3000:]
+        result = compare(web.requests(), manifest)
+    assert not result.missing and not result.unexpected and not result.forbidden, \
+        (sorted(result.missing)[:5], sorted(result.unexpected)[:5])
+
+
+def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
+    with TestWebProcess(tmp_path / "web", WEB_ARGS) as web:
+        config = write_config(tmp_path / "crawl.yaml", cluster_config(
+            tmp_path, web.info["seeds"], politeness={"min_delay_s": 0.2}))
+        stderr = tmp_path / "cluster.stderr"
+        proc = start_cluster(config, stderr)
+        pids: dict[int, int] = {}
+        try:
+            pids = node_pids(stderr, proc)
+            wait_pages(web, 20, proc)
+            proc.kill()
+            proc.wait()
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while any(alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            left = [pid for pid in pids.values() if alive(pid)]
+        finally:
+            for pid in pids.values():            # never leave one behind, whatever failed above
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    assert not left, f"nodes still running after their supervisor died: {left}"
