@@ -10,14 +10,16 @@ and agree with the nodes' own accounting.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from crawler.splitter import FLAG_CACHE_HIT, FLAG_CROSS, Partitioner, read_header, read_records
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import crawl_log, politeness_shortfalls, run_crawler, write_config
+from tests.integration.crawl_support import REPO, crawl_log, politeness_shortfalls, run_crawler, write_config
 from tests.integration.servers import free_tcp_port
 
 pytestmark = pytest.mark.slow
@@ -102,3 +104,25 @@ def test_splitter_accounting_and_stream_logs(cluster_crawl):
         assert int(((rec["flags"] & FLAG_CACHE_HIT) > 0).sum()) == sp["cache_hits"]
         assert np.all((rec["dest"] != s["node"]) == cross)
     assert total_received == total_sent          # at-least-once, and no resends in a healthy run
+
+
+def test_the_shipped_local_cluster_file_crawls_a_test_web(tmp_path):
+    """config/cluster-local.yaml as docs/cluster.md runs it (only its ports made free for the test)."""
+    shipped = yaml.safe_load((REPO / "config" / "cluster-local.yaml").read_text())
+    for node in shipped["cluster"]["nodes"]:
+        node["peer_port"], node["metrics_port"] = free_tcp_port(), free_tcp_port()
+    shipped["metrics"]["progress_interval_s"] = 0
+    config = tmp_path / "cluster-local.yaml"
+    config.write_text(yaml.safe_dump(shipped))
+    with TestWebProcess(tmp_path / "web", ["--hosts", "30", "--pages", "600", "--stall-s", "2"]) as web:
+        assert Path(web.info["seeds"]) == tmp_path / shipped["crawl"]["seeds_file"]
+        code, out, err = run_crawler(["cluster", "-c", str(config)], timeout_s=300,
+                                     env={shipped["cluster"]["secret_env"]: "a-local-secret-0123456789"})
+        assert code == 0, err[-3000:]
+        requests, manifest = web.requests(), web.manifest()
+    result = compare(requests, manifest)
+    assert result.ok, (sorted(result.missing)[:5], sorted(result.unexpected)[:5], list(result.duplicates)[:5])
+    part = Partitioner(len(shipped["cluster"]["nodes"]))
+    assert {r.peer for r in requests} == {"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+    assert all(r.peer == f"127.0.0.{part.owner(r.host) + 1}" for r in requests)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["node-0", "node-1", "node-2"]
