@@ -17,7 +17,6 @@ import io
 import json
 import secrets
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -25,23 +24,11 @@ from pathlib import Path
 
 import yaml
 
+from crawler.ports import free_ports
 from crawler.testweb.audit import compare, overlaps, short_gaps
 from crawler.testweb.process import TestWebProcess
 
 SECRET_ENV = "CRAWLER_CLUSTER_SECRET"
-
-
-def free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:

@@ -180,6 +180,10 @@ class CrawlTotals:
                  sum(n for (_, kind), n in counters.pages.items() if kind == "page"))
 
 
+class ListenError(ConfigError):
+    """A port of the node's config cannot be listened on (taken, or not an address of this machine)."""
+
+
 class Node:
     """A crawling process: `await Node(config, node_id).run()` returns the summary dict."""
 
@@ -756,7 +760,7 @@ class Node:
             self.termination = Termination(self.node_id, self.n_nodes, self._status, self.peers.send_control,
                                            self.peers.broadcast_control, lambda: self.stop("done"),
                                            c.peers.termination_round_s)
-            await self.peers.start()
+            await self._listen("peers", "peer_port", self.me.host, self.me.peer_port, self.peers.start)
         self.resolver = Resolver(c.fetch.dns, allow_private_networks=c.fetch.allow_private_networks)
         self.fetcher = Fetcher(c.fetch, self.resolver, c.crawl.user_agent,
                                source_address=self.me.source_address, max_url_bytes=c.filter.max_url_bytes)
@@ -771,8 +775,37 @@ class Node:
             self.warc = WarcStore(self.data_dir / "warc", c.store.warc, self.node_id)
         if c.metrics.enabled:
             self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port)
-            await self.metrics_server.start()
+            await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
+                               self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)
+
+    async def _listen(self, what: str, key: str, host: str, port: int, start) -> None:
+        try:
+            await start()
+        except OSError as exc:
+            raise ListenError(f"node {self.node_id}: cannot listen for {what} on {host}:{port} "
+                              f"(cluster.nodes[{self.node_id}].{key}): {exc.strerror or exc}") from None
+
+    async def _abandon_start(self) -> None:
+        """start() failed before anything was crawled: close what it opened. A fresh crawl's state is
+        removed again (a later run starts it anew instead of refusing a data_dir without state.json);
+        a resumed one is kept for the next run."""
+        if self.peers is not None:
+            await self.peers.close()
+        for part in (self.metrics_server,):
+            if part is not None:
+                await part.stop()
+        for part in (self.fetcher, self.resolver, self.crawl_log, self.warc):
+            if part is not None:
+                result = part.close()
+                if asyncio.iscoroutine(result):
+                    await result
+        self.frontier.close()
+        self.due.close()
+        self.frontier.shutdown()
+        if not self.resuming:
+            for d in self.STATE_DIRS:
+                shutil.rmtree(self.data_dir / d, ignore_errors=True)
 
     def _on_control(self, peer: int, message: dict) -> None:
         if self.termination is not None:
@@ -819,7 +852,11 @@ class Node:
         self._started = time.monotonic()
         self._cpu0 = time.process_time()
         self._t0 = loop.time()
-        await self.start()
+        try:
+            await self.start()
+        except ListenError:
+            await self._abandon_start()
+            raise
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop, sig.name)

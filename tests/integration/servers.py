@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from crawler.ports import free_port
+
 SBIN_DIRS = "/usr/sbin:/usr/local/sbin"  # where distributions put daemons when PATH lacks them
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -40,9 +42,8 @@ def free_udp_port() -> int:
 
 
 def free_tcp_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port for a server a test starts later: below the ephemeral range (crawler/ports.py)."""
+    return free_port()
 
 
 def stop_process(proc: subprocess.Popen | None) -> None:
