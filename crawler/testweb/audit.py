@@ -151,6 +151,40 @@ def short_gaps(requests: Iterable[Request], min_gap_s: dict[str, float] | float,
     return found
 
 
+END_LAG_TOLERANCE_S = 0.025       # how late a loaded server may stamp a response's end (see below)
+
+
+def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durations_s: dict[str, float],
+                          delay_factor: float, min_delay_s: float = 0.0,
+                          end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0) -> list[str]:
+    """Per host, consecutive requests must respect the crawler's delay, checked from the server's log.
+
+    Sound from the server's side: a request's server `start` is never later than
+    the crawler sending it, while the server's `end` stamp can lag the moment the
+    crawler had the last byte (the server may be descheduled after writing). So:
+    (a) next.start - prev.start >= max(k * x, min_delay, Crawl-delay), x being
+        the fetch time the crawler measured (`durations_s`, URL -> seconds, from its
+        crawl log), exactly;
+    (b) next.start - prev.end >= max(min_delay, Crawl-delay) within `end_tolerance_s`, the
+        allowance for the server stamping `end` late (on a loaded 2-core machine that
+        reaches several milliseconds). (a) is exact.
+    `resolution_s` allows for a server's coarse time stamps (nginx logs milliseconds,
+    and start = end - duration carries two roundings).
+    """
+    problems = []
+    for host, reqs in by_host(requests, True).items():
+        floor = max(min_delay_s, manifest.crawl_delay_s.get(host, 0.0))
+        for prev, nxt in zip(reqs, reqs[1:]):
+            x = durations_s.get(f"http://{prev.host}:{manifest.port}{prev.path}", 0.0)
+            need = max(delay_factor * x, floor)
+            if nxt.start - prev.start < need - resolution_s:
+                problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s "
+                                f"< {need:.4f}s")
+            if nxt.start - prev.end < floor - end_tolerance_s - resolution_s:
+                problems.append(f"{host}: {prev.path} -> {nxt.path}: gap {nxt.start - prev.end:.4f}s < {floor:.4f}s")
+    return problems
+
+
 def duplicates(requests: Iterable[Request], include_robots: bool = True) -> dict[tuple[str, str], int]:
     """(host, path) requested more than once, with the count."""
     counts = Counter((r.host, r.path) for r in requests if include_robots or r.path != ROBOTS_PATH)

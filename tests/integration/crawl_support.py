@@ -16,7 +16,8 @@ import yaml
 from crawler.config import from_dict
 from crawler.node import Node
 from crawler.testweb import TestWebServer, WebParams, build_web
-from crawler.testweb.audit import by_host
+from crawler.testweb.audit import END_LAG_TOLERANCE_S
+from crawler.testweb.audit import politeness_shortfalls as audit_shortfalls
 
 REPO = Path(__file__).resolve().parents[2]
 LINGER_CRAWL_TIMEOUT_S = 60.0   # a lingering node's small crawl must finish within this
@@ -66,33 +67,12 @@ def crawl_log(path: Path) -> list[dict]:
 
 
 def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_factor: float,
-                          min_delay_s: float = 0.0, end_tolerance_s: float = 0.025,
+                          min_delay_s: float = 0.0, end_tolerance_s: float = END_LAG_TOLERANCE_S,
                           resolution_s: float = 0.0) -> list[str]:
-    """Per host, consecutive requests must respect the delay, checked from the server's log.
-
-    Sound from the server's side: a request's server `start` is never later than
-    the crawler sending it, while the server's `end` stamp can lag the moment the
-    crawler had the last byte (the server may be descheduled after writing). So:
-    (a) next.start - prev.start >= max(k * x, min_delay, Crawl-delay), x being
-        the fetch time the crawler measured (its crawl log), exactly;
-    (b) next.start - prev.end >= max(min_delay, Crawl-delay) within `end_tolerance_s`, the
-        allowance for the server stamping `end` late (it may be descheduled after its last
-        write; on a loaded 2-core machine that reaches several milliseconds). (a) is exact.
-    `resolution_s` allows for a server's coarse time stamps (nginx logs milliseconds,
-    and start = end - duration carries two roundings).
-    """
-    x_of = {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
-    problems = []
-    for host, reqs in by_host(requests, True).items():
-        floor = max(min_delay_s, manifest.crawl_delay_s.get(host, 0.0))
-        for prev, nxt in zip(reqs, reqs[1:]):
-            x = x_of.get(f"http://{prev.host}:{manifest.port}{prev.path}", 0.0)
-            need = max(delay_factor * x, floor)
-            if nxt.start - prev.start < need - resolution_s:
-                problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s < {need:.4f}s")
-            if nxt.start - prev.end < floor - end_tolerance_s - resolution_s:
-                problems.append(f"{host}: {prev.path} -> {nxt.path}: gap {nxt.start - prev.end:.4f}s < {floor:.4f}s")
-    return problems
+    """`crawler.testweb.audit.politeness_shortfalls` with the fetch times from crawl log records."""
+    durations_s = {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
+    return audit_shortfalls(requests, manifest, durations_s, delay_factor, min_delay_s, end_tolerance_s,
+                            resolution_s)
 
 
 @contextlib.asynccontextmanager
