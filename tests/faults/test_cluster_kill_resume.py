@@ -36,6 +36,7 @@ pytestmark = pytest.mark.slow
 ROUNDS = 3
 WORKERS = 8
 RUN_LIMIT_S = 300
+RESTART_LIMIT_S = 60
 RESUMED = re.compile(r"resumed: .* (\d+) fetches were in flight, (\d+) done but unconfirmed")
 
 
@@ -46,6 +47,11 @@ def start(config, node: int, tmp) -> subprocess.Popen:
     out = (tmp / f"node-{node}.stdout").open("ab")
     return subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config), "--node", str(node)],
                             stdout=out, stderr=err, env=env)
+
+
+def resumed_count(tmp, node: int) -> int:
+    path = tmp / f"node-{node}.stderr"
+    return len(RESUMED.findall(path.read_text())) if path.exists() else 0
 
 
 def pages(web) -> int:
@@ -75,7 +81,14 @@ def test_random_node_kills_and_restarts_lose_nothing(tmp_path):
                 procs[victim].wait(10)
                 kills.append((victim, pages(web)))
                 time.sleep(2.0 if k == 1 else rng.uniform(0.1, 0.5))       # round 2: long enough to spill
+                before = resumed_count(tmp_path, victim)
                 procs[victim] = start(config, victim, tmp_path)
+                # The next kill must hit a running crawl, not a process still starting up (the
+                # next round's page target may already be reached).
+                deadline = time.monotonic() + RESTART_LIMIT_S
+                while resumed_count(tmp_path, victim) == before and time.monotonic() < deadline:
+                    assert procs[victim].poll() is None, "a restarted node ended early"
+                    time.sleep(0.02)
             codes = {i: p.wait(RUN_LIMIT_S) for i, p in procs.items()}
         finally:
             for p in procs.values():
