@@ -90,6 +90,7 @@ def build_cache(config: CacheConfig, where: str):
 
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
 FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+WATCH_INTERVAL_S = 0.05          # the node's housekeeping tick (limits, checkpoints, early merges, the end)
 EARLY_MERGE_BACKOFF_MAX = 16     # early merges that yield little back off up to this many flush intervals
 
 
@@ -634,7 +635,7 @@ class Node:
         next_checkpoint = loop.time() + fc.checkpoint_interval_s
         next_fsync = loop.time() + fc.journal_fsync_s
         while not self._cluster_done.is_set():
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(WATCH_INTERVAL_S)
             now = loop.time()
             if max_s and now - self._t0 >= max_s:
                 self.stop("max_duration")

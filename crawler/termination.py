@@ -86,6 +86,11 @@ class Termination:
         previous: dict[int, list] | None = None
         while not self.done:
             await asyncio.sleep(self.round_s)
+            if self.nodes > 1 and not self._status().get("idle"):
+                # The cluster cannot be done while this node works: no round, so the other
+                # nodes are not woken ten times a second for the whole crawl.
+                previous = None
+                continue
             replies = await self._poll()
             self.rounds += 1
             if replies is None or not all(r.get("idle") for r in replies.values()):

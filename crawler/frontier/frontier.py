@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 IDLE, WAITING, READY, BUSY, BLOCKED = range(5)
 FIRST = float("-inf")            # head key of a URL put back: it is taken next
 FORGET_EVERY = 4096              # releases between sweeps of idle hosts
-COMPACT_LIVE_FRACTION = 0.5      # segments less full than this are compacted
+COMPACT_LIVE_FRACTION = 0.5
+TIMER_SLACK_S = 0.001            # wake-ups are armed this much late: never early (see _arm)      # segments less full than this are compacted
 
 
 @dataclass(slots=True)
@@ -505,8 +506,10 @@ class Frontier:
                 return
             self._timer.cancel()
         self._timer_at = at
-        # A timer that fires early (the loop's clock is coarse) only re-arms: _pick checks real time.
-        self._timer = self._loop.call_later(max(at - time.monotonic(), 0.0), self._on_timer)
+        # A timer that fires early only re-arms: _pick checks real time. The loop's timers have
+        # millisecond resolution and its clock is read once per iteration, so without the slack
+        # most timers fired early and re-armed for the sub-millisecond rest, again and again.
+        self._timer = self._loop.call_later(max(at - time.monotonic(), 0.0) + TIMER_SLACK_S, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -18,6 +18,7 @@ SendBatch = Callable[[int, list[str]], Awaitable[None]]
 _AUTHORITY_START = len("https://")       # the first "/" from here on ends a canonical URL's authority
                                          # (an http:// host has at least one character before it)
 _ORIGIN_MEMO_LIMIT = 1 << 16             # origins remembered before the memo starts over
+TIMER_SLACK_S = 0.001                    # batch deadlines are awaited this much late, never early
 
 
 class HostSplitter:
@@ -36,6 +37,7 @@ class HostSplitter:
         self._batch_s = config.batch_ms / 1000.0
         self._batches: dict[int, list[str]] = {}
         self._born: dict[int, float] = {}
+        self._opened = asyncio.Event()          # set when a batch is opened: wakes run_timer
         self._dest_counts = np.zeros(partitioner.nodes, dtype=np.int64)
         self._owner_by_origin: dict[str, int] = {}
         self.local = 0
@@ -107,6 +109,7 @@ class HostSplitter:
         if batch is None:
             batch = self._batches[peer] = []
             self._born[peer] = time.monotonic()
+            self._opened.set()
         batch.append(url)
         if len(batch) >= self._batch_size:
             await self._flush(peer)
@@ -134,12 +137,18 @@ class HostSplitter:
             self.log.flush()
 
     async def run_timer(self) -> None:
-        """Flush batches by age; runs for the node's lifetime."""
-        tick = max(self._batch_s / 4, 0.002)
+        """Flush batches by age; runs for the node's lifetime. It sleeps until the oldest open
+        batch is due, and while no batch is open until one is: a fixed tick woke every node
+        many times a second for nothing (a one-node crawl never opens a batch)."""
         while True:
-            await asyncio.sleep(tick)
-            if self._born:
-                await self.flush_due()
+            if not self._born:
+                self._opened.clear()
+                await self._opened.wait()
+                continue
+            wait_s = min(self._born.values()) + self._batch_s - time.monotonic()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s + TIMER_SLACK_S)    # late, not early: no re-sleeping
+            await self.flush_due()
 
     @property
     def pending(self) -> int:
