@@ -49,6 +49,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -780,12 +781,13 @@ class Node:
                                self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)
 
-    async def _listen(self, what: str, key: str, host: str, port: int, start) -> None:
+    async def _listen(self, what: str, key: str, host: str, port: int,
+                      start: Callable[[], Awaitable[None]]) -> None:
         try:
             await start()
         except OSError as exc:
             raise ListenError(f"node {self.node_id}: cannot listen for {what} on {host}:{port} "
-                              f"(cluster.nodes[{self.node_id}].{key}): {exc.strerror or exc}") from None
+                              f"(cluster.nodes, node {self.node_id}: {key}): {exc.strerror or exc}") from None
 
     async def _abandon_start(self) -> None:
         """start() failed before anything was crawled: close what it opened. A fresh crawl's state is

@@ -31,7 +31,7 @@ def test_a_taken_port_is_a_clear_error_and_the_next_run_starts(tmp_path, key):
         env = {"PORT_TEST_SECRET": "a-port-test-secret"}
         code, _, err = run_crawler(["run", "-c", str(path), "--node", "0"], timeout_s=60, env=env)
         assert code == 2, err[-2000:]
-        assert "cannot listen for" in err and f"127.0.0.1:{port} (cluster.nodes[0].{key})" in err, err[-2000:]
+        assert "cannot listen for" in err and f"127.0.0.1:{port} (cluster.nodes, node 0: {key})" in err, err[-2000:]
         assert "Traceback" not in err
         assert not web.requests()                       # it stopped before fetching anything
 
