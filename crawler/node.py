@@ -795,20 +795,23 @@ class Node:
         a resumed one is kept for the next run."""
         if self.peers is not None:
             await self.peers.close()
-        for part in (self.metrics_server,):
-            if part is not None:
-                await part.stop()
-        for part in (self.fetcher, self.resolver, self.crawl_log, self.warc):
-            if part is not None:
-                result = part.close()
-                if asyncio.iscoroutine(result):
-                    await result
+        for call in self._io_closers():
+            result = call()
+            if asyncio.iscoroutine(result):
+                await result
         self.frontier.close()
         self.due.close()
         self.frontier.shutdown()
         if not self.resuming:
             for d in self.STATE_DIRS:
                 shutil.rmtree(self.data_dir / d, ignore_errors=True)
+
+    def _io_closers(self) -> list[Callable[[], object]]:
+        """Close calls of the I/O parts start() opened (some return coroutines), in closing order."""
+        calls = [part.close for part in (self.fetcher, self.resolver, self.crawl_log, self.warc) if part is not None]
+        if self.metrics_server is not None:
+            calls.append(self.metrics_server.stop)
+        return calls
 
     def _on_control(self, peer: int, message: dict) -> None:
         if self.termination is not None:
@@ -831,11 +834,8 @@ class Node:
             await step(self.peers.close)                  # what is not ACKed goes to the spool
             await step(lambda: self.frontier.confirm(mark))
         await step(self.splitter.close)
-        for part in (self.fetcher, self.resolver, self.crawl_log, self.warc):
-            if part is not None:
-                await step(part.close)
-        if self.metrics_server is not None:
-            await step(self.metrics_server.stop)
+        for call in self._io_closers():
+            await step(call)
         if self._parse_pool is not None:
             self._parse_pool.shutdown(wait=False, cancel_futures=True)
         if not self.storage_error:
