@@ -20,28 +20,25 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
-from crawler.ports import free_ports
 from crawler.config.schema import PolitenessConfig
-from crawler.testweb.audit import compare, overlaps, politeness_shortfalls
+from crawler.ports import free_ports
+from crawler.testweb.audit import compare, fetch_durations, overlaps, politeness_shortfalls
 from crawler.testweb.process import TestWebProcess
 
 SECRET_ENV = "CRAWLER_CLUSTER_SECRET"
 MAX_REPORTED = 10                 # politeness shortfalls printed (all are counted)
 
 
-def fetch_durations(data_dir: Path) -> dict[str, float]:
-    """URL -> fetch seconds as the nodes measured them (their crawl logs), for the politeness check."""
-    durations_s = {}
+def crawl_records(data_dir: Path) -> Iterator[dict]:
+    """Every node's crawl log records (for the politeness check's fetch times)."""
     for path in data_dir.glob("node-*/crawl.log.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("status"):
-                durations_s[record["url"]] = record["duration_s"]
-    return durations_s
+            yield json.loads(line)
 
 
 def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:
@@ -87,7 +84,8 @@ def demo(args: argparse.Namespace) -> int:
         nodes, cluster = outputs[:-1], outputs[-1]
         result = compare(requests, manifest)
         overlap = overlaps(requests)
-        gaps = politeness_shortfalls(requests, manifest, fetch_durations(root / "data"), PolitenessConfig().delay_factor)
+        gaps = politeness_shortfalls(requests, manifest, fetch_durations(crawl_records(root / "data")),
+                                    PolitenessConfig().delay_factor)
         for gap in gaps[:MAX_REPORTED]:
             print(f"demo: politeness shortfall: {gap}", file=sys.stderr)
         ok = code == 0 and result.ok and not overlap and not gaps

@@ -154,6 +154,11 @@ def short_gaps(requests: Iterable[Request], min_gap_s: dict[str, float] | float,
 END_LAG_TOLERANCE_S = 0.025       # how late a loaded server may stamp a response's end (see below)
 
 
+def fetch_durations(crawl_records: Iterable[dict]) -> dict[str, float]:
+    """URL -> fetch seconds as the crawler measured them, from its crawl log records."""
+    return {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
+
+
 def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durations_s: dict[str, float],
                           delay_factor: float, min_delay_s: float = 0.0,
                           end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0) -> list[str]:

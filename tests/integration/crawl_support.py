@@ -16,7 +16,7 @@ import yaml
 from crawler.config import from_dict
 from crawler.node import Node
 from crawler.testweb import TestWebServer, WebParams, build_web
-from crawler.testweb.audit import END_LAG_TOLERANCE_S
+from crawler.testweb.audit import END_LAG_TOLERANCE_S, fetch_durations
 from crawler.testweb.audit import politeness_shortfalls as audit_shortfalls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,9 +70,8 @@ def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_f
                           min_delay_s: float = 0.0, end_tolerance_s: float = END_LAG_TOLERANCE_S,
                           resolution_s: float = 0.0) -> list[str]:
     """`crawler.testweb.audit.politeness_shortfalls` with the fetch times from crawl log records."""
-    durations_s = {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
-    return audit_shortfalls(requests, manifest, durations_s, delay_factor, min_delay_s, end_tolerance_s,
-                            resolution_s)
+    return audit_shortfalls(requests, manifest, fetch_durations(crawl_records), delay_factor, min_delay_s,
+                            end_tolerance_s, resolution_s)
 
 
 @contextlib.asynccontextmanager
