@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.config.schema import FilterConfig
 from crawler.filter import HostBudget, URLFilter
@@ -25,6 +27,20 @@ def test_domains_match_on_label_boundaries():
     assert f.check("http://notexample.org/") == "domain"
     assert f.check("http://x.bad.example.org/") == "domain"
     assert f.check("http://[::1]:80/") == "domain"
+
+
+_labels = st.sampled_from(["a", "b", "example", "org", "x-y", "1"])
+_domains = st.lists(_labels, min_size=1, max_size=4).map(".".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(host=_domains, listed=st.lists(_domains, max_size=6))
+def test_domain_lookup_agrees_with_the_suffix_rule(host, listed):
+    """The per-label set lookup is the documented rule: the host is a listed domain or ends in
+    "." + one of them."""
+    expected = any(host == d or host.endswith("." + d) for d in listed)
+    f = URLFilter(FilterConfig(allow_domains=listed))
+    assert (f.check(f"http://{host}/") is None) == (expected or not listed)
 
 
 def test_filter_counts_by_reason_and_keeps_order():
