@@ -92,7 +92,7 @@ def build_cache(config: CacheConfig, where: str):
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
 FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WATCH_INTERVAL_S = 0.05          # the node's housekeeping tick (limits, checkpoints, early merges, the end)
-EARLY_MERGE_BACKOFF_MAX = 16     # early merges that yield little back off up to this many flush intervals
+EARLY_MERGE_BACKOFF_MAX = 8      # early merges that yield little back off up to this many flush intervals
 
 
 def status_class(status: int) -> str:
@@ -651,11 +651,15 @@ class Node:
                     self.frontier.sync()
                 # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
                 # wait out politeness do not count (a policy may hold many URLs on few hosts).
-                # An early merge costs tens of ms whatever it yields; while they yield fewer URLs than
-                # workers wait for (a politeness-bound tail), the next one waits twice as long.
+                # An early merge costs ~10 ms whatever it yields. While the frontier still holds a
+                # queue per worker, merges that yield fewer URLs than workers wait for back off
+                # (more URLs for hosts that are already busy do not help); once it holds less, the
+                # next hosts' URLs may be in the buffer, so it merges every interval (a
+                # politeness-bound tail on few hosts would otherwise starve between merges).
                 if not self.storage_error and self.due.pending and (
                         self._inflight == 0 and self.frontier.idle() or
-                        self.frontier.waiting_workers and now - last_flush >= flush_wait_s):
+                        now - last_flush >= (flush_every_s if self.frontier.queued < self.config.workers
+                                             else flush_wait_s) and self.frontier.waiting_workers):
                     last_flush = now
                     waiting = self.frontier.waiting_workers
                     new = self.due.flush()
