@@ -7,7 +7,16 @@ running then, so its CPU is not in the figure), and divided by the pages the
 cluster fetched. Rounds alternate the order; medians and the ratio are
 printed, the last line is JSON.
 
+A third run per round is the control: three independent one-node crawls at
+once, each of its own copy of a web a third the size (a third of the hosts
+and pages, its own server process). About the same pages in all, the same
+three node processes competing for the same cores as the cluster, but no
+splitter, peers or termination rounds. So
+    independent / 1 node   = what running three processes costs on this machine
+    cluster / independent  = what the cluster's own machinery costs
+
     python bench/cluster_bench.py [--web-pages 5000] [--hosts 100] [--rounds 3] [--workers 32] [--pin]
+                                  [--no-control]
 
 `--pin` puts the web server on one CPU and every node on another, so both runs
 have one core and the three nodes are not oversubscribed against a 2-core
@@ -35,6 +44,7 @@ import yaml  # noqa: E402
 
 from crawler.cluster import run_cluster  # noqa: E402
 from crawler.demo import SECRET_ENV, demo_config  # noqa: E402
+from crawler.ports import free_ports  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 
@@ -47,34 +57,75 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool = False) -> dict:
-    work = tmp / f"n{nodes}-{time.time_ns()}"
-    with TestWebProcess(work / "web", web_args) as web:
+def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool = False,
+             independent: bool = False) -> dict:
+    """One crawl: a cluster of `nodes` on a fresh web, or with `independent` that many one-node
+    crawls at once, each of its own fresh web 1/nodes the size (the control)."""
+    work = tmp / f"{'i' if independent else 'n'}{nodes}-{time.time_ns()}"
+    webs = ([TestWebProcess(work / f"web-{i}", scaled(web_args, nodes)) for i in range(nodes)] if independent
+            else [TestWebProcess(work / "web", web_args)])
+    try:
+        for web in webs:
+            web.start()
         if pin:
             # The web server on one core, every node (children inherit this process's mask) on
             # the other: one node and three nodes get the same CPU, and neither competes with
             # the server, so the 3-node run is not oversubscribed against the machine.
-            os.sched_setaffinity(web.proc.pid, {WEB_CPU})
+            for web in webs:
+                os.sched_setaffinity(web.proc.pid, {WEB_CPU})
             os.sched_setaffinity(0, {NODES_CPU})
-        config = demo_config(web.info["seeds"], work / "data", workers, nodes)
-        config["store"] = {"warc": {"enabled": False}}
-        config["metrics"] = {"progress_interval_s": 0}
-        path = work / "crawl.yaml"
-        path.write_text(yaml.safe_dump(config))
-        out = io.StringIO()
+        if independent:
+            ports = free_ports(2 * nodes)
+            configs = [bench_config(demo_config(web.info["seeds"], work / f"data-{i}", workers, 1))
+                       for i, web in enumerate(webs)]
+            for i, config in enumerate(configs):
+                config["cluster"]["nodes"][0].update(peer_port=ports[2 * i], metrics_port=ports[2 * i + 1],
+                                                     source_address=f"127.0.0.{i + 1}")
+        else:
+            configs = [bench_config(demo_config(webs[0].info["seeds"], work / "data", workers, nodes))]
+        outs = [io.StringIO() for _ in configs]
+        paths = []
+        for i, config in enumerate(configs):
+            paths.append(work / f"crawl-{i}.yaml")
+            paths[-1].write_text(yaml.safe_dump(config))
+
+        async def crawl() -> list[int]:
+            return await asyncio.gather(*(
+                run_cluster(str(path), progress_interval_s=0, out=out,
+                            extra_env={SECRET_ENV: "bench-secret-0123456789"}) for path, out in zip(paths, outs)))
+
         cpu0, t0 = children_cpu_s(), time.perf_counter()
-        code = asyncio.run(run_cluster(str(path), progress_interval_s=0, out=out,
-                                       extra_env={SECRET_ENV: "bench-secret-0123456789"}))
+        codes = asyncio.run(crawl())
         wall, cpu = time.perf_counter() - t0, children_cpu_s() - cpu0
-    if pin:
-        os.sched_setaffinity(0, ALL_CPUS)
-    if code != 0:
-        raise SystemExit(f"cluster of {nodes} failed; see {work}")
-    cluster = json.loads(out.getvalue().splitlines()[-1])
-    pages = cluster["fetches"]
-    return {"nodes": nodes, "pages": pages, "wall_s": wall, "cpu_ms_per_page": 1000 * cpu / max(pages, 1),
-            "run_cpu_ms_per_page": 1000 * cluster["cpu_s"] / max(pages, 1),
-            "splitter_hit_rate": cluster["cache_hit_rates"].get("splitter"), "peer_bytes": cluster["peer_bytes_sent"]}
+    finally:
+        for web in webs:
+            web.stop()
+        if pin:
+            os.sched_setaffinity(0, ALL_CPUS)
+    if any(codes):
+        raise SystemExit(f"{'independent nodes' if independent else 'cluster'} of {nodes} failed; see {work}")
+    results = [json.loads(out.getvalue().splitlines()[-1]) for out in outs]
+    pages = sum(r["fetches"] for r in results)
+    run_cpu = sum(r["cpu_s"] for r in results)
+    return {"nodes": nodes, "independent": independent, "pages": pages, "wall_s": wall,
+            "cpu_ms_per_page": 1000 * cpu / max(pages, 1), "run_cpu_ms_per_page": 1000 * run_cpu / max(pages, 1),
+            "splitter_hit_rate": results[0]["cache_hit_rates"].get("splitter"),
+            "peer_bytes": sum(r["peer_bytes_sent"] for r in results)}
+
+
+def scaled(web_args: list[str], parts: int) -> list[str]:
+    """The test web's arguments with --hosts and --pages divided by `parts`."""
+    out = list(web_args)
+    for flag in ("--hosts", "--pages"):
+        i = out.index(flag)
+        out[i + 1] = str(max(1, int(out[i + 1]) // parts))
+    return out
+
+
+def bench_config(config: dict) -> dict:
+    config["store"] = {"warc": {"enabled": False}}
+    config["metrics"] = {"progress_interval_s": 0}
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,31 +136,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--pin", action="store_true",
                    help="web server on one CPU, all nodes on another (Linux; needs 2 CPUs)")
+    p.add_argument("--no-control", action="store_true", help="skip the three independent one-node crawls")
     args = p.parse_args(argv)
     if args.pin and len(ALL_CPUS) < 2:
         p.error("--pin needs at least 2 CPUs")
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.web_pages), "--no-bad-host", "--no-slow-host",
                 "--no-nxdomain-links"]
-    runs: dict[int, list[dict]] = {1: [], 3: []}
+    kinds = [("1 node", 1, False), ("3 nodes", 3, False)] + ([] if args.no_control else [("3 independent", 3, True)])
+    runs: dict[str, list[dict]] = {name: [] for name, _, _ in kinds}
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmpdir:
         for r in range(args.rounds):
-            for nodes in ((1, 3) if r % 2 == 0 else (3, 1)):
-                res = run_once(nodes, web_args, Path(tmpdir), args.workers, args.pin)
-                runs[nodes].append(res)
-                print(f"round {r + 1} nodes {nodes}: {res['pages']} pages in {res['wall_s']:.1f} s, "
+            for name, nodes, independent in (kinds if r % 2 == 0 else kinds[::-1]):
+                res = run_once(nodes, web_args, Path(tmpdir), args.workers, args.pin, independent)
+                runs[name].append(res)
+                print(f"round {r + 1} {name}: {res['pages']} pages in {res['wall_s']:.1f} s, "
                       f"{res['cpu_ms_per_page']:.3f} CPU-ms/page ({res['run_cpu_ms_per_page']:.3f} without process "
                       f"start-up), splitter hits {res['splitter_hit_rate']}, "
                       f"peer bytes {res['peer_bytes']}", flush=True)
     med = {n: statistics.median(r["cpu_ms_per_page"] for r in v) for n, v in runs.items()}
     run_med = {n: statistics.median(r["run_cpu_ms_per_page"] for r in v) for n, v in runs.items()}
-    ratio, run_ratio = med[3] / med[1], run_med[3] / run_med[1]
-    print(f"median CPU-ms/page, whole processes: 1 node {med[1]:.3f}, 3 nodes {med[3]:.3f}; ratio 3/1 = {ratio:.3f}x")
-    print(f"median CPU-ms/page, crawl only (no interpreter start-up and imports): 1 node {run_med[1]:.3f}, "
-          f"3 nodes {run_med[3]:.3f}; ratio 3/1 = {run_ratio:.3f}x")
-    print(json.dumps({"cpu_ms_per_page_1": round(med[1], 4), "cpu_ms_per_page_3": round(med[3], 4),
-                      "ratio": round(ratio, 4), "run_cpu_ms_per_page_1": round(run_med[1], 4),
-                      "run_cpu_ms_per_page_3": round(run_med[3], 4), "run_ratio": round(run_ratio, 4),
-                      "rounds": args.rounds, "pinned": args.pin}))
+    summary = {"rounds": args.rounds, "pinned": args.pin}
+    for label, m, key in (("whole processes", med, ""), ("crawl only (no interpreter start-up and imports)",
+                                                         run_med, "run_")):
+        print(f"median CPU-ms/page, {label}: " + ", ".join(f"{n} {v:.3f}" for n, v in m.items()))
+        ratios = {"ratio": m["3 nodes"] / m["1 node"]}
+        print(f"  3 nodes / 1 node = {ratios['ratio']:.3f}x", end="")
+        if "3 independent" in m:
+            ratios["machine_ratio"] = m["3 independent"] / m["1 node"]
+            ratios["cluster_ratio"] = m["3 nodes"] / m["3 independent"]
+            print(f"; 3 independent / 1 node (the machine) = {ratios['machine_ratio']:.3f}x"
+                  f"; 3 nodes / 3 independent (the cluster's machinery) = {ratios['cluster_ratio']:.3f}x", end="")
+        print()
+        summary.update({f"{key}cpu_ms_per_page_{n.replace(' ', '_')}": round(v, 4) for n, v in m.items()})
+        summary.update({f"{key}{k}": round(v, 4) for k, v in ratios.items()})
+    print(json.dumps(summary))
     return 0
 
 
