@@ -181,6 +181,7 @@ class Frontier:
         # being handed out and kill nothing but the callback. Unset, writes raise.
         self.on_storage_error: Callable[[OSError], None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._syncing: Future | None = None      # the last sync_soon's fsync
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._restore()
@@ -670,8 +671,8 @@ class Frontier:
         gen = self._gen = self._gen + 1         # used up even if writing the checkpoint fails
         old = self._journal
         self._journal = Journal(self.directory, gen, self._journal_failed)
-        if old is not None:
-            old.close()
+        # The old journal is fsynced and closed by the writer, before the checkpoint is written.
+        old_fd = old.detach() if old is not None else None
         mono, wall = self._now(), time.time()
         unconfirmed: dict[str, list[list]] = {}
         for host, seq, q, url in self._unconfirmed:
@@ -693,8 +694,9 @@ class Frontier:
         # Until the new checkpoint is durable the old one is the recovery point: keep both
         # their segments (a chunk named by the snapshot may be consumed while it is written).
         self._store.pin(self._store.pinned | referenced)
+        fds = self._store.dirty_fds() + ([old_fd] if old_fd is not None else [])
         return _CheckpointPlan(self.directory, gen, self._seq, sorted(self._done), hosts,
-                               [u for _, _, _, u in self._unconfirmed], referenced, self._store.dirty_fds(), t0)
+                               [u for _, _, _, u in self._unconfirmed], referenced, fds, t0)
 
     def _journal_failed(self, exc: OSError) -> None:
         if self.on_storage_error is None:
@@ -719,6 +721,22 @@ class Frontier:
         """fsync the journal (bounds what a power cut can take)."""
         if self._journal is not None:
             self._journal.sync()
+
+    def sync_soon(self) -> None:
+        """`sync` in the writer thread, for the node's periodic fsync: on the loop it stalls every
+        fetch in flight, and the stall counts in their fetch times (so in politeness delays).
+        An error of the previous one is raised here (the caller treats it as a storage error)."""
+        prev = self._syncing
+        if prev is not None:
+            if not prev.done():
+                return
+            self._syncing = None
+            prev.result()
+        if self._journal is None:
+            return
+        fd = self._journal.dup_if_dirty()
+        if fd is not None:
+            self._syncing = self._writer().submit(_fsync_and_close, fd)
 
     def shutdown(self) -> None:
         """Final checkpoint (when durable) and close the files."""
@@ -886,6 +904,13 @@ class _CheckpointPlan:
     segment_fds: list[int]          # duplicates of the segments written since the last sync; closed here
     t0: float
     future: Future | None = None
+
+
+def _fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_plan(plan: _CheckpointPlan) -> None:

@@ -239,6 +239,26 @@ class Journal:
             os.fsync(self._fd)
             self._dirty = False
 
+    def dup_if_dirty(self) -> int | None:
+        """A duplicate of the file descriptor to fsync elsewhere (a thread: an fsync on the event
+        loop stalls every fetch in flight), if anything was written since the last one."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return os.dup(self._fd)
+
+    def detach(self) -> int | None:
+        """Stop writing and hand over the file to be fsynced and closed elsewhere: its descriptor
+        if it has unsynced writes, else None (closed here)."""
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return None
+        if self._dirty:
+            self._dirty = False
+            return fd
+        os.close(fd)
+        return None
+
     def close(self) -> None:
         if self._fd >= 0:
             self.sync()

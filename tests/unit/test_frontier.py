@@ -176,3 +176,27 @@ async def test_sparse_segments_are_compacted_and_survive_a_restart(tmp_path):
     assert slow == list(range(1, 240))
     assert again.idle() and again.stats()["chunk_errors"] == 0
     again.shutdown()
+
+
+async def test_sync_soon_fsyncs_off_the_loop_and_checkpoints_hand_over_the_old_journal(tmp_path):
+    """The periodic fsync runs in the writer thread on a duplicate descriptor, and a checkpoint
+    hands the old journal to the writer to fsync and close: no descriptor is left open, and
+    what was journaled survives a restart."""
+    import os
+    fds_before = len(os.listdir("/proc/self/fd"))
+    config = FrontierConfig(resume_wait_s=0.0)
+    f = Frontier(config, workers=1, directory=tmp_path)
+    f.add_many([(f"http://a.test/{i}", "a.test", 0.0) for i in range(5)])
+    f.sync_soon()
+    syncing = f._syncing
+    assert syncing is not None
+    await asyncio.wait_for(asyncio.wrap_future(syncing), 5)
+    f.sync_soon()                                  # collects the finished one; nothing new to sync
+    assert f._syncing is None
+    await f.checkpoint_async()
+    f.add_many([(f"http://a.test/{i}", "a.test", 0.0) for i in range(5, 8)])
+    f.shutdown()
+    assert len(os.listdir("/proc/self/fd")) == fds_before
+    again = Frontier(config, workers=1, directory=tmp_path)
+    assert again.queued == 8
+    again.shutdown()
