@@ -632,6 +632,7 @@ class Node:
         next_progress = loop.time() + progress_every if progress_every else float("inf")
         flush_every_s = flush_wait_s = self.config.due.flush_interval_s
         last_flush = loop.time()
+        early: tuple[int, int] | None = None     # a running early merge: (workers waiting, DUE's new count)
         fc = self.config.frontier
         next_checkpoint = loop.time() + fc.checkpoint_interval_s
         next_fsync = loop.time() + fc.journal_fsync_s
@@ -648,24 +649,36 @@ class Node:
                         self._saving = asyncio.create_task(self._checkpoint(), name="checkpoint")
                 elif fc.journal_fsync_s and now >= next_fsync:
                     next_fsync = now + fc.journal_fsync_s
-                    self.frontier.sync()
+                    self.frontier.sync_soon()
                 # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
                 # wait out politeness do not count (a policy may hold many URLs on few hosts).
-                # An early merge costs ~10 ms whatever it yields. While the frontier still holds a
-                # queue per worker, merges that yield fewer URLs than workers wait for back off
-                # (more URLs for hosts that are already busy do not help); once it holds less, the
-                # next hosts' URLs may be in the buffer, so it merges every interval (a
-                # politeness-bound tail on few hosts would otherwise starve between merges).
-                if not self.storage_error and self.due.pending and (
-                        self._inflight == 0 and self.frontier.idle() or
-                        now - last_flush >= (flush_every_s if self.frontier.queued < self.config.workers
-                                             else flush_wait_s) and self.frontier.waiting_workers):
-                    last_flush = now
-                    waiting = self.frontier.waiting_workers
-                    new = self.due.flush()
-                    self.enqueue(new)
-                    flush_wait_s = (flush_every_s if len(new) >= waiting
-                                    else min(flush_wait_s * 2, flush_every_s * EARLY_MERGE_BACKOFF_MAX))
+                # An idle node merges at once, here (nothing in flight to stall). With fetches in flight the merge runs in the
+                # DUE's background thread (tens of ms, most of it fsyncs: on the loop it would
+                # stall those fetches and inflate their measured times, and so their hosts'
+                # politeness delays). It costs ~10 ms of CPU whatever it yields. While the frontier
+                # holds a queue per worker, merges that yield fewer URLs than workers waited for
+                # back off (more URLs for busy hosts do not help); once it holds less, the next
+                # hosts' URLs may be in the buffer, so it merges every interval.
+                if not self.storage_error:
+                    new = self.due.poll()
+                    if new:
+                        self.enqueue(new)
+                    if early is not None and not self.due.merging:
+                        waited, new_before = early
+                        early = None
+                        flush_wait_s = (flush_every_s if self.due.stats()["new"] - new_before >= waited
+                                        else min(flush_wait_s * 2, flush_every_s * EARLY_MERGE_BACKOFF_MAX))
+                if not self.storage_error and self.due.pending:
+                    if self._inflight == 0 and self.frontier.idle():
+                        if not self.due.merging:      # else the next tick collects it
+                            last_flush = now
+                            self.enqueue(self.due.flush())
+                    elif (not self.due.merging and self.frontier.waiting_workers and now - last_flush >= (
+                            flush_every_s if self.frontier.queued < self.config.workers else flush_wait_s)):
+                        last_flush = now
+                        early = (self.frontier.waiting_workers, self.due.stats()["new"])
+                        if not self.due.start_merge():
+                            early = None
                 if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
                     await self.splitter.flush_all()
             except OSError as exc:

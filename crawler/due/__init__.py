@@ -8,7 +8,10 @@ Local URLs from the host splitter and URLs that peers send us both enter here
   An implementation that batches (Mercator's merge) may return nothing now
   and release the new URLs at a later ``submit`` or at ``flush``.
 - ``flush() -> list[str]``: decide everything pending now (the node calls it
-  when the frontier runs low, so small crawls never stall).
+  when it is idle, so small crawls never stall, and at a clean stop).
+- ``start_merge() -> bool`` and ``poll() -> list[str]``: the same without
+  blocking the caller (the node's early merge while fetches are in flight);
+  ``merging`` says one is running.
 - ``pending``: URLs accepted but not yet decided.
 - ``stats()``, ``close()``.
 

@@ -18,6 +18,23 @@ class DUE(ABC):
     def flush(self) -> list[str]:
         """Decide all pending URLs now; returns the new ones."""
 
+    def start_merge(self) -> bool:
+        """Begin deciding everything pending without blocking the caller; the new URLs come out
+        of a later `submit` or `poll`. Returns whether a merge was started. The node asks while
+        its fetches are in flight: a merge on the event loop would stall them, and the stall
+        would count in their fetch times (and so in the hosts' politeness delays). A DUE that
+        decides at once has nothing to start."""
+        return False
+
+    def poll(self) -> list[str]:
+        """New URLs decided since the last call, without waiting."""
+        return []
+
+    @property
+    def merging(self) -> bool:
+        """A merge started by `start_merge` (or by a full buffer) is still running."""
+        return False
+
     @property
     @abstractmethod
     def pending(self) -> int:

@@ -218,6 +218,38 @@ class DiskDUE(DUE):
             self._run_now()
         return self._deliver()
 
+    def start_merge(self) -> bool:
+        """Merge the whole buffer in the background now (an early merge: the frontier runs low);
+        its new URLs come out of the next `submit` or `poll`. Without `due.background` the merge
+        runs here and `poll` returns its URLs."""
+        if self._delivered:
+            self._release_delivered()
+        job = self._job
+        if job is not None and job.done.is_set():
+            self._collect()
+        if self._job is not None or not self._n:
+            return False
+        if self.background:
+            self._start_merge()
+        else:
+            self._run_now()
+        return True
+
+    def poll(self) -> list[str]:
+        """Collect a finished background merge (never waits); returns the new URLs found so far."""
+        if self._delivered:
+            self._release_delivered()
+        job = self._job
+        if job is not None and job.done.is_set():
+            self._collect()
+        if self._ready or self._undelivered:
+            return self._deliver()
+        return []
+
+    @property
+    def merging(self) -> bool:
+        return self._job is not None
+
     @property
     def pending(self) -> int:
         """URLs accepted but not yet returned (buffered, merging, or found new and waiting)."""

@@ -1,5 +1,6 @@
 """DiskDUE against a set-based model, for any interleaving of submissions,
-merges (flush) and clean restarts: every distinct URL comes out exactly once."""
+merges (flush, or start_merge and poll without waiting) and clean restarts:
+every distinct URL comes out exactly once."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ DOMAIN = 60          # distinct URLs an example can draw from: small, so repeats
 operation = st.one_of(
     st.tuples(st.just("submit"), st.lists(st.integers(0, DOMAIN - 1), max_size=12)),
     st.tuples(st.just("flush"), st.none()),
+    st.tuples(st.just("start_merge"), st.none()),
+    st.tuples(st.just("poll"), st.none()),
     st.tuples(st.just("restart"), st.none()),
     st.tuples(st.just("checkpoint"), st.none()),
 )
@@ -58,6 +61,11 @@ def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
                 elif op == "flush":
                     emitted += due.flush()
                     assert due.pending == 0
+                elif op == "start_merge":
+                    started = due.start_merge()
+                    assert started or due.pending == 0 or due.merging
+                elif op == "poll":
+                    emitted += due.poll()
                 elif op == "checkpoint":
                     due.checkpoint()
                 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,31 @@ def test_background_merge_results_arrive_later_or_at_flush(tmp_path: Path) -> No
     out += due.flush()
     assert sorted(out) == sorted(url_of(i) for i in (20, 21, 22))
     assert due.pending == 0
+    due.close()
+
+
+def test_start_merge_does_not_wait_and_poll_collects(tmp_path: Path, background: bool) -> None:
+    """The node's early merge: started without blocking, collected by a later poll (bounded wait)."""
+    due = DiskDUE(tmp_path, config(buffer_size=100), background=background)
+    submit(due, [1, 2])
+    assert due.flush() == [url_of(1), url_of(2)]
+    assert not due.start_merge()                 # nothing buffered
+    submit(due, [2, 3, 4, 3])
+    assert due.start_merge()
+    assert due.merging == background             # without a thread it ran in the call
+    assert not due.start_merge()                 # the buffer went to that merge
+    out = submit(due, [5])                       # the buffer fills again meanwhile (and a finished
+                                                 # merge's URLs may come out here)
+    for _ in range(500):
+        out += due.poll()
+        if not due.merging:
+            break
+        time.sleep(0.01)
+    assert not due.merging
+    assert out == [url_of(3), url_of(4)]
+    assert due.pending == 1
+    assert due.flush() == [url_of(5)]
+    assert due.poll() == []
     due.close()
 
 
