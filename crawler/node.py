@@ -652,9 +652,9 @@ class Node:
                     self.frontier.sync_soon()
                 # "The frontier runs low" means workers wait for a host: queued URLs on hosts that must
                 # wait out politeness do not count (a policy may hold many URLs on few hosts).
-                # An idle node merges at once, here (nothing in flight to stall). With fetches in flight the merge runs in the
-                # DUE's background thread (tens of ms, most of it fsyncs: on the loop it would
-                # stall those fetches and inflate their measured times, and so their hosts'
+                # An idle node merges at once, here (nothing in flight to stall). With fetches in
+                # flight the merge runs in the DUE's background thread (tens of ms: on the loop it
+                # would stall those fetches and inflate their measured times, and so their hosts'
                 # politeness delays). It costs ~10 ms of CPU whatever it yields. While the frontier
                 # holds a queue per worker, merges that yield fewer URLs than workers waited for
                 # back off (more URLs for busy hosts do not help); once it holds less, the next
