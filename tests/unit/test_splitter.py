@@ -3,6 +3,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.config.schema import SplitterConfig
 from crawler.splitter import (FLAG_CACHE_HIT, FLAG_CROSS, HostSplitter, Partitioner, StreamLog,
@@ -130,3 +132,63 @@ def test_owner_memo_by_origin_agrees_with_the_host_owner():
     want = [p.owner(host_of(u)) for u in urls] * 2
     assert got == want
     assert len(set(want)) == 7
+
+
+_link = st.tuples(st.integers(0, 11), st.integers(0, 15)).map(lambda hp: f"http://h{hp[0]}.test/p{hp[1]}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(pages=st.lists(st.lists(_link, max_size=30), max_size=8), scope=st.sampled_from(["cross", "all"]),
+       me=st.integers(0, 2), batch_size=st.integers(1, 9), logged=st.booleans())
+def test_route_agrees_with_a_per_url_model(tmp_path_factory, pages, scope, me, batch_size, logged):
+    """route() against the rule applied one URL at a time: the owner by host; the cache checks
+    cross URLs (scope `cross`) or all URLs (scope `all`); a hit is dropped; a cross miss goes
+    to its owner's batch, a local miss stays."""
+    part = Partitioner(3)
+    seen: set[int] = set()
+    want_local, want_sent, want_flags, hits = [], {0: [], 1: [], 2: []}, [], 0
+    for page in pages:
+        for url, fp in zip(page, fingerprints(page).tolist()):
+            owner = part.owner(url.split("/")[2])
+            cross = owner != me
+            hit = False
+            if scope == "all" or cross:
+                hit = fp in seen
+                seen.add(fp)
+            hits += hit
+            want_flags.append(FLAG_CROSS * cross + FLAG_CACHE_HIT * hit)
+            if not hit:
+                (want_sent[owner] if cross else want_local).append(url)
+
+    async def run():
+        sent = {0: [], 1: [], 2: []}
+
+        async def send(peer, urls):
+            assert len(urls) <= batch_size
+            sent[peer] += urls
+
+        log = StreamLog(tmp_path_factory.mktemp("log"), node_id=me, node_count=3,
+                        rotate_bytes=1 << 20) if logged else None
+        s = HostSplitter(SplitterConfig(batch_size=batch_size, batch_ms=10_000, cache_scope=scope), me, part,
+                         SetCache(), send, log)
+        local = []
+        for page in pages:
+            fps = fingerprints(page)
+            lf, lu = await s.route(page, fps)
+            assert list(lf) == list(fingerprints(lu))
+            local += lu
+        await s.flush_all()
+        return s, local, sent, log
+
+    s, local, sent, log = asyncio.run(run())
+    assert local == want_local
+    assert sent == want_sent
+    st_ = s.stats()
+    n = sum(len(p) for p in pages)
+    assert st_["cache_hits"] == hits
+    assert st_["cross"] + st_["local"] == n
+    assert sum(s.by_destination.values()) == n
+    if logged:
+        log.close()
+        flags = [f for path in log.files for f in read_records(path)["flags"].tolist()]
+        assert flags == want_flags
