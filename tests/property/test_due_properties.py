@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from crawler.config.schema import CacheConfig, DueConfig
@@ -47,6 +47,10 @@ def make(directory: Path, p: dict) -> DiskDUE:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=layout, ops=st.lists(operation, max_size=25))
+# A synchronous start_merge leaves its new URL waiting to come out: the next one has nothing to start.
+@example(p={"buffer_size": 2, "cache_size": 1, "cache_policy": "clock", "buckets": 1, "delta_ratio": 0.0,
+            "background": False, "window_entries": 1},
+         ops=[("submit", [0]), ("start_merge", None), ("start_merge", None)])
 def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -63,7 +67,9 @@ def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
                     assert due.pending == 0
                 elif op == "start_merge":
                     started = due.start_merge()
-                    assert started or due.pending == 0 or due.merging
+                    # Not started: nothing buffered (new URLs waiting to come out do not count) or
+                    # a merge still running.
+                    assert started or due.merging or due.stats()["buffer"] == 0
                 elif op == "poll":
                     emitted += due.poll()
                 elif op == "checkpoint":
