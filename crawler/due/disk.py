@@ -222,11 +222,7 @@ class DiskDUE(DUE):
         """Merge the whole buffer in the background now (an early merge: the frontier runs low);
         its new URLs come out of the next `submit` or `poll`. Without `due.background` the merge
         runs here and `poll` returns its URLs."""
-        if self._delivered:
-            self._release_delivered()
-        job = self._job
-        if job is not None and job.done.is_set():
-            self._collect()
+        self._collect_if_done()
         if self._job is not None or not self._n:
             return False
         if self.background:
@@ -237,11 +233,7 @@ class DiskDUE(DUE):
 
     def poll(self) -> list[str]:
         """Collect a finished background merge (never waits); returns the new URLs found so far."""
-        if self._delivered:
-            self._release_delivered()
-        job = self._job
-        if job is not None and job.done.is_set():
-            self._collect()
+        self._collect_if_done()
         if self._ready or self._undelivered:
             return self._deliver()
         return []
@@ -249,6 +241,14 @@ class DiskDUE(DUE):
     @property
     def merging(self) -> bool:
         return self._job is not None
+
+    def _collect_if_done(self) -> None:
+        """Release what the caller has, and take a finished merge's results (never waits)."""
+        if self._delivered:
+            self._release_delivered()
+        job = self._job
+        if job is not None and job.done.is_set():
+            self._collect()
 
     @property
     def pending(self) -> int:
