@@ -597,6 +597,7 @@ class Node:
         record, so it stops; what is on disk is the last consistent state, and a restart resumes it."""
         if not self.storage_error:
             self.storage_error = f"{exc.strerror or exc}: {exc.filename or self.data_dir}"
+            self.frontier.stop_journal(exc)      # from now on links are dropped: record no page as done
             log.error("node %d: cannot write its state (%s); stopping. Free space and start it again: it "
                       "resumes from what is on disk.", self.node_id, self.storage_error)
         self.stop("storage_error")

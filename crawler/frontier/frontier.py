@@ -722,6 +722,14 @@ class Frontier:
         if self._journal is not None:
             self._journal.sync()
 
+    def stop_journal(self, exc: OSError) -> None:
+        """Record nothing more (the node hit a storage error elsewhere). A small record can still
+        fit in a full file system (the journal's last page has room), and a page recorded as done
+        whose links the node could no longer keep would never be fetched again after a resume:
+        its links would be lost."""
+        if self._journal is not None and self._journal.failed is None:
+            self._journal.failed = exc
+
     def sync_soon(self) -> None:
         """`sync` in the writer thread, for the node's periodic fsync: on the loop it stalls every
         fetch in flight, and the stall counts in their fetch times (so in politeness delays).
