@@ -113,6 +113,7 @@ class Journal:
         self._removal: Future | None = None
         self._mapper: ThreadPoolExecutor | None = None   # maps the next window ahead of time
         self._next: Future | None = None                 # -> (file offset, mmap) of the next window
+        self._retired: Future | None = None              # the last closed segment's unmap and cut
 
     # --- segments ------------------------------------------------------------
 
@@ -126,11 +127,14 @@ class Journal:
 
     def open_segment(self, seq: int) -> None:
         """Start appending to a new, empty segment `seq` (closing the active one)."""
-        self.close()
+        self.close(wait=False)
         fd = os.open(self.path(seq), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _reserve(fd, 0, WINDOW_BYTES)
-            mm = _map(fd, WINDOW_BYTES, 0)
+            # Not populated here: that takes ~8 ms per 4 MiB, and a merge rotates the
+            # segment on the caller's thread, so every early merge of a few URLs paid it.
+            # The mapper thread populates the window below while appends begin.
+            mm = mmap.mmap(fd, WINDOW_BYTES, flags=mmap.MAP_SHARED, offset=0)
         except OSError as exc:
             os.close(fd)
             self.failed = exc                     # appends raise OSError until a segment opens again
@@ -142,6 +146,8 @@ class Journal:
         mm[:len(SEGMENT_MAGIC)] = SEGMENT_MAGIC
         self._fd, self.window, self.window_at = fd, mm, 0
         self.active, self.active_bytes, self.dirty = seq, len(SEGMENT_MAGIC), True
+        if _POPULATE_WRITE is not None:
+            self._mapper_pool().submit(_POPULATE_WRITE, mm)
         self._prepare_next()
 
     def remove(self, seqs: list[int]) -> None:
@@ -219,16 +225,35 @@ class Journal:
                 pass
         return total
 
-    def close(self) -> None:
-        """Stop appending: unmap the active segment and cut its unused reserve."""
+    def close(self, wait: bool = True) -> None:
+        """Stop appending: unmap the active segment and cut its unused reserve.
+
+        Both run in the mapper thread, after whatever it is doing for this
+        segment. `open_segment` does not wait for them (~3 ms that a merge's
+        segment rotation need not spend on the caller's thread); an error then
+        surfaces at the next `close` or `shutdown`. Records are in the page
+        cache already: a crash before the cut leaves a zero tail, which `scan`
+        treats as torn."""
         if self._syncer is not None and self._sync is not None and self._sync.done():
             self._sync.result()                   # an fsync error surfaces here
+        self._check_retired()
         self._drop_next()
         if self.window is not None:
-            self.window.close()
-            os.ftruncate(self._fd, self.active_bytes)
-            os.close(self._fd)
+            self._retired = self._mapper_pool().submit(_retire, self.window, self._fd, self.active_bytes)
             self.window, self._fd = None, None
+        if wait and self._retired is not None:
+            retired, self._retired = self._retired, None
+            retired.result()
+
+    def _check_retired(self) -> None:
+        if self._retired is not None and self._retired.done():
+            retired, self._retired = self._retired, None
+            retired.result()
+
+    def _mapper_pool(self) -> ThreadPoolExecutor:
+        if self._mapper is None:
+            self._mapper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="due-journal-map")
+        return self._mapper
 
     def shutdown(self) -> None:
         """Close, and wait for the background fsync helper to finish."""
@@ -236,6 +261,9 @@ class Journal:
         if self._mapper is not None:
             self._mapper.shutdown(wait=True)
             self._mapper = None
+        if self._retired is not None:
+            retired, self._retired = self._retired, None
+            retired.result()
         if self._syncer is not None:
             self._syncer.shutdown(wait=True)
             self._syncer = None
@@ -311,8 +339,7 @@ class Journal:
         """Have the mapper thread unmap the `old` window, then reserve and map the
         window after this one (overlapping its last NEXT_OVERLAP_BYTES, where a
         record that does not fit begins)."""
-        if self._mapper is None:
-            self._mapper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="due-journal-map")
+        self._mapper_pool()
         if old is not None:
             self._mapper.submit(old.close)
         start = self.window_at + len(self.window) - NEXT_OVERLAP_BYTES
@@ -335,13 +362,10 @@ class Journal:
         return None
 
     def _drop_next(self) -> None:
-        """Unmap the prepared window (before the file is cut or closed)."""
+        """Have the mapper thread unmap the prepared window (before the file is cut or closed)."""
         if self._next is not None:
             future, self._next = self._next, None
-            try:
-                future.result()[1].close()
-            except OSError:
-                pass
+            self._mapper_pool().submit(_close_prepared, future)
 
     # --- reading -------------------------------------------------------------
 
@@ -466,6 +490,23 @@ class Journal:
 def _fsync_and_close(fd: int) -> None:
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _close_prepared(future: Future) -> None:
+    """Unmap a prepared next window that was not used (in the mapper thread, after it was made)."""
+    try:
+        future.result()[1].close()
+    except OSError:
+        pass
+
+
+def _retire(window: mmap.mmap, fd: int, size: int) -> None:
+    """Unmap a closed segment's window, cut the file to its records, close it (mapper thread)."""
+    try:
+        window.close()
+        os.ftruncate(fd, size)
     finally:
         os.close(fd)
 
