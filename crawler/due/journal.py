@@ -40,6 +40,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,10 +172,17 @@ class Journal:
         self._removal = self._syncer.submit(self.remove, list(seqs))
 
     def settle(self) -> None:
-        """Wait for the deletions handed to the helper thread."""
+        """Wait for the file work handed to the helper threads: deletions, the cut of the
+        last closed segment and the reserve of the next window (so the files on disk are
+        as the DUE left them)."""
+        if self._next is not None:
+            wait_for_futures([self._next])        # an error here is the slide's to raise
         if self._removal is not None:
             self._removal.result()
             self._removal = None
+        if self._retired is not None:
+            retired, self._retired = self._retired, None
+            retired.result()
 
     def _check_removal(self) -> None:
         if self._removal is not None and self._removal.done():
