@@ -180,9 +180,7 @@ class Journal:
         if self._removal is not None:
             self._removal.result()
             self._removal = None
-        if self._retired is not None:
-            retired, self._retired = self._retired, None
-            retired.result()
+        self._collect_retired()
 
     def _check_removal(self) -> None:
         if self._removal is not None and self._removal.done():
@@ -244,18 +242,20 @@ class Journal:
         treats as torn."""
         if self._syncer is not None and self._sync is not None and self._sync.done():
             self._sync.result()                   # an fsync error surfaces here
-        self._check_retired()
+        self._collect_retired(wait=False)
         self._drop_next()
         if self.window is not None:
             self._retired = self._mapper_pool().submit(_retire, self.window, self._fd, self.active_bytes)
             self.window, self._fd = None, None
-        if wait and self._retired is not None:
-            retired, self._retired = self._retired, None
-            retired.result()
+        if wait:
+            self._collect_retired()
 
-    def _check_retired(self) -> None:
-        if self._retired is not None and self._retired.done():
-            retired, self._retired = self._retired, None
+    def _collect_retired(self, wait: bool = True) -> None:
+        """Take the last closed segment's unmap and cut (waiting for it, or only if it is
+        done); its error is raised here."""
+        retired = self._retired
+        if retired is not None and (wait or retired.done()):
+            self._retired = None
             retired.result()
 
     def _mapper_pool(self) -> ThreadPoolExecutor:
@@ -269,9 +269,6 @@ class Journal:
         if self._mapper is not None:
             self._mapper.shutdown(wait=True)
             self._mapper = None
-        if self._retired is not None:
-            retired, self._retired = self._retired, None
-            retired.result()
         if self._syncer is not None:
             self._syncer.shutdown(wait=True)
             self._syncer = None
