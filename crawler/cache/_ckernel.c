@@ -313,11 +313,17 @@ static inline __attribute__((always_inline)) uint64_t clock_set_of(const ClockOb
     return fastrange(fmix64(fp), c->nsets);
 }
 
+/* First key of set b (the first `extra` sets have one way more). */
+static inline __attribute__((always_inline)) uint64_t *clock_set_keys(const ClockObject *c, uint64_t b)
+{
+    return c->keys + b * c->base + (b < c->extra ? b : c->extra);
+}
+
 static inline __attribute__((always_inline)) ClockSet clock_set(const ClockObject *c, uint64_t b)
 {
     ClockSet s;
     s.b = b;
-    s.keys = c->keys + s.b * c->base + (s.b < c->extra ? s.b : c->extra);
+    s.keys = clock_set_keys(c, b);
     s.ways = (uint32_t)(c->base + (s.b < c->extra));
     s.fill = c->fills[s.b];
     return s;
@@ -388,7 +394,7 @@ static inline int clock_access(ClockObject *c, uint64_t fp)
 
 static inline __attribute__((always_inline)) void clock_prefetch_set(const ClockObject *c, uint64_t b)
 {
-    const uint64_t *keys = c->keys + b * c->base + (b < c->extra ? b : c->extra);
+    const uint64_t *keys = clock_set_keys(c, b);
     __builtin_prefetch(keys);
     __builtin_prefetch(keys + 8);
     __builtin_prefetch(keys + 16);
@@ -2624,7 +2630,6 @@ static PyObject *due_pick(PyObject *Py_UNUSED(module), PyObject *args)
     return out;
 }
 
-/* ================================================================= module */
 /* --- due_populate_write ---------------------------------------------------------- */
 /* A journal window is a shared file mapping; its pages start write-protected
  * (the kernel tracks which are dirty), so the first write to each faults, on
@@ -2654,6 +2659,7 @@ static PyObject *due_populate_write(PyObject *Py_UNUSED(module), PyObject *arg)
     return PyBool_FromLong(rc == 0 && view.len > 0);
 }
 
+/* ================================================================= module */
 static PyMethodDef module_methods[] = {
     {"belady", belady, METH_VARARGS,
      "belady(next_use, capacity, out): MIN's hit (1) / miss (0) per request into out."},
