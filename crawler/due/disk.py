@@ -186,23 +186,43 @@ class DiskDUE(DUE):
         The cache probe, buffer append and journal record are one kernel call
         (`kernel.submit`, compiled when the extension is built; it also takes
         any array-like of fingerprints and checks the lengths). Written for
-        speed: a few attribute reads around that call.
+        speed, because it runs once per page and per peer batch (~20 links):
+        the batch's checks are inlined here rather than in a helper, and the
+        common case reads a few attributes around the kernel call.
         """
         if self._delivered:
             self._release_delivered()
         if urls.__class__ is not list:
             urls = list(urls)
-        n = len(urls)
-        if n != len(fps):
-            raise ValueError(f"submit got {len(fps)} fingerprints and {n} URLs")
-        if n:
-            self._accept(fps, urls, n)
-            self._counters.checks += n
-        if self._job is not None or self._n >= self._trigger:
-            # No yield to a background merge here: its passes run without the GIL
-            # and it needs the GIL only a few dozen times (each within one switch
-            # interval, 5 ms); a time.sleep(0) per call cost the caller more
-            # (measured: 4.4M vs 5.0M checks/s, 10M-check runs, docs/due.md).
+        count = len(urls)
+        if count:
+            n = self._n
+            if n + count > len(self._buf):
+                self._grow(n + count)
+            journal = self._journal
+            m, size = _submit(self._cache, fps, urls, self._buf, n, self._urls, journal.window,
+                              journal.active_bytes - journal.window_at)
+            self._counters.checks += count
+            if m:
+                if size >= 0:
+                    journal.active_bytes += size          # Journal.advance(size), inlined: hot path
+                    journal.dirty = True
+                else:
+                    self._journal_slow(n, m)
+                self._n = n = n + m
+                if self._journal_fsync_s is not None:
+                    self._fsync_if_due()
+                if self._fault is not None:
+                    self._fault("submit:journaled")
+            if self._job is not None or n >= self._trigger:
+                # No yield to a background merge here: its passes run without the GIL
+                # and it needs the GIL only a few dozen times (each within one switch
+                # interval, 5 ms); a time.sleep(0) per call cost the caller more
+                # (measured: 4.4M vs 5.0M checks/s, 10M-check runs, docs/due.md).
+                self._schedule()
+        elif len(fps):
+            raise ValueError(f"submit got {len(fps)} fingerprints and 0 URLs")
+        elif self._job is not None or self._n >= self._trigger:
             self._schedule()
         if self._ready or self._undelivered:
             return self._deliver()
@@ -385,27 +405,11 @@ class DiskDUE(DUE):
 
     # --- internals: buffer -------------------------------------------------------
 
-    def _accept(self, fps: np.ndarray, urls: list[str], count: int) -> None:
-        """Cache probe, then journal and buffer the misses of one batch (hot path)."""
-        n = self._n
-        if n + count > len(self._buf):
-            self._grow(n + count)
-        journal = self._journal
-        m, size = _submit(self._cache, fps, urls, self._buf, n, self._urls, journal.window,
-                          journal.active_bytes - journal.window_at)
-        if not m:
-            return
-        if size >= 0:
-            journal.active_bytes += size          # Journal.advance(size), inlined: hot path
-            journal.dirty = True
-        else:
-            self._journal_slow(n, m)
-        self._n = n + m
-        if self._journal_fsync_s is not None and _monotonic() - self._last_fsync >= self._journal_fsync_s:
-            journal.fsync_active_soon()
+    def _fsync_if_due(self) -> None:
+        """`due.journal_fsync_s`: have the journal's helper fsync the active segment."""
+        if _monotonic() - self._last_fsync >= self._journal_fsync_s:
+            self._journal.fsync_active_soon()
             self._last_fsync = _monotonic()
-        if self._fault is not None:
-            self._fault("submit:journaled")
 
     def _journal_slow(self, n: int, m: int) -> None:
         """Journal the misses the kernel just buffered at [n, n + m) when it could not:
@@ -497,7 +501,11 @@ class DiskDUE(DUE):
             self._append_buffer(rest, rest_urls)
             self._segments = job.segments + self._segments
             raise job.error
-        self._ready.extend(job.urls)
+        if self._ready:
+            self._ready.extend(job.urls)
+        else:                        # the usual case: take the list (extend would touch every str)
+            self._ready = job.urls
+        job.urls = []
         with self._lock:
             self._undelivered.append(self._releases[job.merge])
         self._counters.merge_seconds += job.seconds

@@ -323,7 +323,13 @@ def test_bad_arguments(tmp_path: Path) -> None:
     due = DiskDUE(tmp_path / "b", config())
     with pytest.raises(ValueError):
         due.submit(np.array([1, 2], dtype=np.uint64), ["http://x/"])
+    with pytest.raises(ValueError):
+        due.submit(np.array([1], dtype=np.uint64), [])
     assert due.submit(np.array([], dtype=np.uint64), []) == []
+    # A rejected batch left nothing behind: not in the cache, the buffer or the journal.
+    assert due.stats()["checks"] == 0
+    due.submit(np.array([1], dtype=np.uint64), ["http://x/"])
+    assert due.flush() == ["http://x/"]
     due.close()
 
 
