@@ -33,6 +33,9 @@ static PyObject *np_empty = NULL;
 static PyObject *np_ascontiguousarray = NULL;
 static PyObject *np_uint64 = NULL;
 static PyObject *np_bool = NULL;
+static PyObject *np_ndarray = NULL;       /* numpy.ndarray */
+static PyObject *np_u64_dtype = NULL;     /* numpy.dtype(numpy.uint64): numpy keeps one, shared */
+static PyObject *str_dtype = NULL;
 
 /* ---------------------------------------------------------------- hashing */
 
@@ -101,6 +104,21 @@ static int is_u64_format(const char *f)
 static int get_u64_view(PyObject *obj, Py_buffer *view, PyObject **owner)
 {
     *owner = NULL;
+    /* A numpy array of numpy's own native uint64 dtype: checked by the dtype
+     * object, because numpy builds the buffer's format string anew for every
+     * view, and that cost more than the rest of a small batch's argument
+     * handling (the DUE's hot path gets a fresh slice per page). */
+    if (Py_TYPE(obj) == (PyTypeObject *)np_ndarray) {
+        PyObject *dt = PyObject_GetAttr(obj, str_dtype);
+        int same = dt == np_u64_dtype;
+        Py_XDECREF(dt);
+        if (same && PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) == 0) {
+            if (view->itemsize == 8 && view->ndim == 1)
+                return 0;
+            PyBuffer_Release(view);
+        }
+        PyErr_Clear();
+    }
     if (PyObject_CheckBuffer(obj) &&
         PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
         if (view->itemsize == 8 && view->ndim == 1 && is_u64_format(view->format))
@@ -2721,8 +2739,13 @@ PyMODINIT_FUNC PyInit__ckernel(void)
     np_ascontiguousarray = PyObject_GetAttrString(numpy, "ascontiguousarray");
     np_uint64 = PyObject_GetAttrString(numpy, "uint64");
     np_bool = PyObject_GetAttrString(numpy, "bool_");
+    np_ndarray = PyObject_GetAttrString(numpy, "ndarray");
+    PyObject *dtype = PyObject_GetAttrString(numpy, "dtype");
+    np_u64_dtype = dtype && np_uint64 ? PyObject_CallOneArg(dtype, np_uint64) : NULL;
+    Py_XDECREF(dtype);
     Py_DECREF(numpy);
-    if (!np_empty || !np_ascontiguousarray || !np_uint64 || !np_bool)
+    str_dtype = PyUnicode_InternFromString("dtype");
+    if (!np_empty || !np_ascontiguousarray || !np_uint64 || !np_bool || !np_ndarray || !np_u64_dtype || !str_dtype)
         return NULL;
     PyObject *m = PyModule_Create(&ckernel_module);
     if (m == NULL)

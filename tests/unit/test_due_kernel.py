@@ -90,6 +90,26 @@ def test_any_cache_object_works_through_its_batch_call() -> None:
 
 
 @pytest.mark.parametrize("fn", [pytest.param("submit", marks=compiled), "py_submit"])
+def test_fingerprints_in_any_array_form_read_the_same(fn: str) -> None:
+    """A plain uint64 array takes the compiled kernel's fast path; a strided view, another
+    byte order or dtype, or a list of ints of the same values must give the same answers."""
+    submit = getattr(kernel, fn)
+    fps, urls = batch(list(range(40)) + list(range(20)))          # both ends of the range, repeats
+    doubled = np.repeat(fps, 2)
+    forms = [fps, doubled[::2], fps.astype(">u8"), fps.view(np.int64), [int(f) for f in fps],
+             np.asfortranarray(fps)]
+    expect = Side(make_cache("clock", 64))
+    want = expect.submit(submit, fps, urls)
+    for form in forms:
+        side = Side(make_cache("clock", 64))
+        assert side.submit(submit, form, urls) == want
+        assert side.urls == expect.urls and side.window == expect.window
+        assert side.buf[:side.n].tolist() == expect.buf[:expect.n].tolist()
+    with pytest.raises((ValueError, TypeError)):
+        Side(make_cache("clock", 64)).submit(submit, fps.reshape(6, 10), urls)  # not 1-d
+
+
+@pytest.mark.parametrize("fn", [pytest.param("submit", marks=compiled), "py_submit"])
 def test_records_it_cannot_write_are_left_to_the_journal(fn: str) -> None:
     submit = getattr(kernel, fn)
     fps, urls = batch([1, 2, 3])
