@@ -158,8 +158,9 @@ class DiskDUE(DUE):
         self._n = 0
         self._urls: list[str] = []
         self._segments: list[int] = []
-        # Merges.
-        self._job: _MergeJob | None = None
+        # Merges. Setting _job also sets _look_at (the buffer fill at which submit must
+        # look at the merges) and clears _merge_done (set by the merge thread when done).
+        self._job = None
         self._last_merge = 0
         self._merged_through = 0
         self._ready: list[str] = []               # new URLs not yet returned
@@ -174,7 +175,7 @@ class DiskDUE(DUE):
         self._last_merge_s = 0.0
         self._wait_s = 0.0                        # time callers waited for background merges
         self._merge_cpu_s = 0.0                   # CPU time of merges (this session)
-        self._last_fsync = time.monotonic()
+        self._synced_now()
         self._closed = False
         self.restore()
 
@@ -188,7 +189,8 @@ class DiskDUE(DUE):
         any array-like of fingerprints and checks the lengths). Written for
         speed, because it runs once per page and per peer batch (~20 links):
         the batch's checks are inlined here rather than in a helper, and the
-        common case reads a few attributes around the kernel call.
+        common case reads a few attributes around the kernel call (merges are
+        looked at only when `_look_at` or `_merge_done` says so; see `_job`).
         """
         if self._delivered:
             self._release_delivered()
@@ -210,11 +212,12 @@ class DiskDUE(DUE):
                 else:
                     self._journal_slow(n, m)
                 self._n = n = n + m
-                if self._journal_fsync_s is not None:
-                    self._fsync_if_due()
+                fsync_at = self._fsync_at
+                if fsync_at is not None and _monotonic() >= fsync_at:
+                    self._fsync_soon()
                 if self._fault is not None:
                     self._fault("submit:journaled")
-            if self._job is not None or n >= self._trigger:
+            if n >= self._look_at or self._merge_done:
                 # No yield to a background merge here: its passes run without the GIL
                 # and it needs the GIL only a few dozen times (each within one switch
                 # interval, 5 ms); a time.sleep(0) per call cost the caller more
@@ -222,7 +225,7 @@ class DiskDUE(DUE):
                 self._schedule()
         elif len(fps):
             raise ValueError(f"submit got {len(fps)} fingerprints and 0 URLs")
-        elif self._job is not None or self._n >= self._trigger:
+        elif self._n >= self._look_at or self._merge_done:
             self._schedule()
         if self._ready or self._undelivered:
             return self._deliver()
@@ -262,6 +265,20 @@ class DiskDUE(DUE):
     def merging(self) -> bool:
         return self._job is not None
 
+    @property
+    def _job(self) -> _MergeJob | None:
+        """The merge in progress. Setting it sets what submit's hot path checks instead:
+        `_look_at`, the buffer fill at which to start a merge (none running) or to wait
+        for the running one (the buffer is full), and `_merge_done`, which the merge
+        sets when it ends."""
+        return self._current_job
+
+    @_job.setter
+    def _job(self, job: _MergeJob | None) -> None:
+        self._current_job = job
+        self._look_at = self._trigger if job is None else max(0, self.buffer_size - job.count)
+        self._merge_done = job is not None and job.done.is_set()
+
     def _collect_if_done(self) -> None:
         """Release what the caller has, and take a finished merge's results (never waits)."""
         if self._delivered:
@@ -283,7 +300,7 @@ class DiskDUE(DUE):
             self._release_delivered()
         self._journal.settle()
         self._journal.fsync_segments(self._segments)
-        self._last_fsync = time.monotonic()
+        self._synced_now()
         if self._job is None:
             self._write_manifest()
 
@@ -405,11 +422,15 @@ class DiskDUE(DUE):
 
     # --- internals: buffer -------------------------------------------------------
 
-    def _fsync_if_due(self) -> None:
-        """`due.journal_fsync_s`: have the journal's helper fsync the active segment."""
-        if _monotonic() - self._last_fsync >= self._journal_fsync_s:
-            self._journal.fsync_active_soon()
-            self._last_fsync = _monotonic()
+    def _fsync_soon(self) -> None:
+        """`due.journal_fsync_s` has passed: have the journal's helper fsync the active segment."""
+        self._journal.fsync_active_soon()
+        self._synced_now()
+
+    def _synced_now(self) -> None:
+        """The journal was just fsynced (or handed to the helper): the next fsync is due one
+        `due.journal_fsync_s` from now (None: only at checkpoints and merges)."""
+        self._fsync_at = None if self._journal_fsync_s is None else _monotonic() + self._journal_fsync_s
 
     def _journal_slow(self, n: int, m: int) -> None:
         """Journal the misses the kernel just buffered at [n, n + m) when it could not:
@@ -616,6 +637,7 @@ class DiskDUE(DUE):
         finally:
             job.seconds = time.perf_counter() - start
             job.cpu_seconds = time.thread_time() - cpu_start
+            self._merge_done = True             # before done.set(): after it, it could outlive the collect
             job.done.set()
 
     # --- internals: files ----------------------------------------------------------
