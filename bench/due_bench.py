@@ -375,10 +375,11 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
             # A fresh str per link, as a parser makes them: the RAM of the
             # URLs the DUE buffers is then real (a shared pool would hide it).
             urls = "\n".join(pool[k:k + size]).split("\n")
+            page = fps[a:b]              # the page's fingerprints, made by the caller like its URLs
             # The CPU clock is a system call (~0.5 us here): read it outside the wall interval.
             c = cpu_clock()
             t = clock()
-            emitted += len(due.submit(fps[a:b], urls))
+            emitted += len(due.submit(page, urls))
             e = clock()
             in_due_cpu += cpu_clock() - c
             in_due += e - t
