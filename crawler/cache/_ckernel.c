@@ -22,6 +22,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <time.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1635,6 +1637,73 @@ static Py_ssize_t due_record(PyObject *buf_urls, Py_ssize_t first, const uint64_
     return size;
 }
 
+/* Steps 1-3 for one batch: probe `count` fingerprints `src` (the array
+ * object fps_obj, for caches the kernel does not know), append the misses'
+ * fingerprints to dst[0..m) and their URL objects to the list buf_urls, and
+ * write their record into window_obj at pos if it fits (*size = its bytes,
+ * else -1).  Returns m, or -1 with an exception set (buf_urls as it was). */
+static Py_ssize_t due_accept(PyObject *cache, PyObject *fps_obj, const uint64_t *src, Py_ssize_t count,
+                             PyObject *urls, uint64_t *dst, PyObject *buf_urls, PyObject *window_obj,
+                             Py_ssize_t pos, Py_ssize_t *size)
+{
+    uint8_t hits_stack[DUE_STACK_URLS];
+    const char *ptrs_stack[DUE_STACK_URLS];
+    Py_ssize_t lens_stack[DUE_STACK_URLS];
+    uint8_t *hits = hits_stack;
+    const char **ptrs = ptrs_stack;
+    Py_ssize_t *lens = lens_stack;
+    Py_ssize_t m = -1, first = PyList_GET_SIZE(buf_urls);
+    *size = 0;
+    if (count > DUE_STACK_URLS) {
+        hits = PyMem_Malloc((size_t)count);
+        ptrs = PyMem_Malloc((size_t)count * sizeof(*ptrs));
+        lens = PyMem_Malloc((size_t)count * sizeof(*lens));
+        if (hits == NULL || ptrs == NULL || lens == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (due_probe(cache, fps_obj, src, count, hits) < 0)
+        goto done;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (hits[i])
+            continue;
+        dst[k++] = src[i];
+        if (PyList_Append(buf_urls, PyList_GET_ITEM(urls, i)) < 0) {
+            PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+            goto done;
+        }
+    }
+    if (k) {
+        Py_buffer win;
+        uint8_t *window = NULL;
+        Py_ssize_t window_len = 0;
+        int have_win = 0;
+        if (window_obj != Py_None) {
+            if (PyObject_GetBuffer(window_obj, &win, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+                PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+                goto done;
+            }
+            have_win = 1;
+            window = (uint8_t *)win.buf;
+            window_len = win.len;
+        }
+        *size = due_record(buf_urls, first, dst, k, window, window_len, pos, ptrs, lens);
+        if (have_win)
+            PyBuffer_Release(&win);
+    }
+    m = k;
+done:
+    if (hits != hits_stack)
+        PyMem_Free(hits);
+    if (ptrs != ptrs_stack)
+        PyMem_Free((void *)ptrs);
+    if (lens != lens_stack)
+        PyMem_Free(lens);
+    return m;
+}
+
 static PyObject *due_submit(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 8) {
@@ -1651,19 +1720,13 @@ static PyObject *due_submit(PyObject *Py_UNUSED(module), PyObject *const *args, 
         PyErr_SetString(PyExc_TypeError, "due_submit needs lists of URLs");
         return NULL;
     }
-    Py_buffer in, buf, win;
+    Py_buffer in, buf;
     PyObject *owner;
     if (get_u64_view(fps_obj, &in, &owner) < 0)
         return NULL;
     PyObject *result = NULL;
-    uint8_t hits_stack[DUE_STACK_URLS];
-    const char *ptrs_stack[DUE_STACK_URLS];
-    Py_ssize_t lens_stack[DUE_STACK_URLS];
-    uint8_t *hits = hits_stack;
-    const char **ptrs = ptrs_stack;
-    Py_ssize_t *lens = lens_stack;
-    int have_buf = 0, have_win = 0;
-    Py_ssize_t count = in.len / 8, first = PyList_GET_SIZE(buf_urls);
+    int have_buf = 0;
+    Py_ssize_t count = in.len / 8;
     if (PyList_GET_SIZE(urls) != count) {
         PyErr_SetString(PyExc_ValueError, "due_submit got a different number of fingerprints and URLs");
         goto done;
@@ -1675,62 +1738,286 @@ static PyObject *due_submit(PyObject *Py_UNUSED(module), PyObject *const *args, 
         PyErr_SetString(PyExc_ValueError, "due_submit: the buffer has no room for this batch");
         goto done;
     }
-    if (count > DUE_STACK_URLS) {
-        hits = PyMem_Malloc((size_t)count);
-        ptrs = PyMem_Malloc((size_t)count * sizeof(*ptrs));
-        lens = PyMem_Malloc((size_t)count * sizeof(*lens));
-        if (hits == NULL || ptrs == NULL || lens == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    if (due_probe(cache, fps_obj, (const uint64_t *)in.buf, count, hits) < 0)
+    Py_ssize_t size;
+    Py_ssize_t m = due_accept(cache, fps_obj, (const uint64_t *)in.buf, count, urls, (uint64_t *)buf.buf + n,
+                              buf_urls, window_obj, pos, &size);
+    if (m < 0)
         goto done;
-    const uint64_t *src = (const uint64_t *)in.buf;
-    uint64_t *dst = (uint64_t *)buf.buf + n;
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (hits[i])
-            continue;
-        dst[m++] = src[i];
-        if (PyList_Append(buf_urls, PyList_GET_ITEM(urls, i)) < 0) {
-            PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
-            goto done;
-        }
-    }
-    Py_ssize_t size = 0;
-    if (m) {
-        uint8_t *window = NULL;
-        Py_ssize_t window_len = 0;
-        if (window_obj != Py_None) {
-            if (PyObject_GetBuffer(window_obj, &win, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-                PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
-                goto done;
-            }
-            have_win = 1;
-            window = (uint8_t *)win.buf;
-            window_len = win.len;
-        }
-        size = due_record(buf_urls, first, dst, m, window, window_len, pos, ptrs, lens);
-    }
     result = Py_BuildValue("(nn)", m, size);
     if (result == NULL)
-        PyList_SetSlice(buf_urls, first, PY_SSIZE_T_MAX, NULL);
+        PyList_SetSlice(buf_urls, PyList_GET_SIZE(buf_urls) - m, PY_SSIZE_T_MAX, NULL);
 done:
-    if (hits != hits_stack)
-        PyMem_Free(hits);
-    if (ptrs != ptrs_stack)
-        PyMem_Free((void *)ptrs);
-    if (lens != lens_stack)
-        PyMem_Free(lens);
-    if (have_win)
-        PyBuffer_Release(&win);
     if (have_buf)
         PyBuffer_Release(&buf);
     PyBuffer_Release(&in);
     Py_XDECREF(owner);
     return result;
 }
+
+/* ================================================================ DueFront */
+/*
+ * DiskDUE.submit's common case in one call: the state the hot path touches
+ * (cache, buffer, URL list, journal window and append position, counters,
+ * the thresholds at which Python must look) lives here, and DiskDUE and its
+ * Journal read and set it as attributes.  crawler/due/front.py has the
+ * pure-Python twin (PyFront) and the protocol:
+ *
+ *   submit(due, fps, urls) -> None        nothing done: due has URLs to hand
+ *                                         out or releases pending, or the
+ *                                         batch needs Python (not a list, empty,
+ *                                         no room in the buffer)
+ *   accept(fps, urls)      -> []          done; nothing else to do
+ *                          -> (n, m)      buffered at [n, n + m) but not
+ *                                         journaled: Python writes the record
+ *                                         and sets n = n + m
+ *                          -> m           done; Python must look (fsync due,
+ *                                         fault hook, merge due or finished)
+ *   submit also returns what accept returns.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cache;
+    PyObject *buf;          /* numpy uint64 array, held exported in bufv */
+    Py_buffer bufv;
+    int have_bufv;
+    PyObject *urls;         /* list: the buffer's URLs */
+    PyObject *window;       /* the journal's mapped window, or None */
+    Py_ssize_t n;           /* fingerprints in buf */
+    Py_ssize_t window_at;   /* the window's file offset */
+    Py_ssize_t active_bytes;/* the active segment's size */
+    Py_ssize_t look_at;     /* n at which Python must look at merges */
+    long long checks;       /* fingerprints offered (lifetime, set at restore) */
+    double fsync_at;        /* CLOCK_MONOTONIC seconds; +inf: never */
+    char dirty;             /* the segment was written since its last fsync */
+    char merge_done;        /* the running merge has ended */
+    char hooked;            /* a fault hook is set: always hand back to Python */
+} FrontObject;
+
+static PyObject *str_delivered = NULL, *str_ready = NULL, *str_undelivered = NULL;
+
+static int front_set_buf(FrontObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "buf cannot be deleted");
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(value, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view.itemsize != 8 || view.ndim != 1) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "DueFront.buf must be a 1-d array of uint64");
+        return -1;
+    }
+    if (self->have_bufv)
+        PyBuffer_Release(&self->bufv);
+    self->bufv = view;
+    self->have_bufv = 1;
+    Py_INCREF(value);
+    Py_XSETREF(self->buf, value);
+    return 0;
+}
+
+static PyObject *front_get_buf(FrontObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->buf ? self->buf : Py_None);
+}
+
+static int front_set_obj(PyObject **slot, PyObject *value, int need_list)
+{
+    if (value == NULL || (need_list && !PyList_CheckExact(value))) {
+        PyErr_SetString(PyExc_TypeError, need_list ? "must be a list" : "cannot be deleted");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(*slot, value);
+    return 0;
+}
+
+static PyObject *front_get_urls(FrontObject *self, void *c) { return Py_NewRef(self->urls); }
+static int front_set_urls(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->urls, v, 1); }
+static PyObject *front_get_cache(FrontObject *self, void *c) { return Py_NewRef(self->cache); }
+static int front_set_cache(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->cache, v, 0); }
+static PyObject *front_get_window(FrontObject *self, void *c) { return Py_NewRef(self->window); }
+static int front_set_window(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->window, v, 0); }
+
+static int front_init(FrontObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"cache", "buf", NULL};
+    PyObject *cache, *buf;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:DueFront", kwlist, &cache, &buf))
+        return -1;
+    if (front_set_buf(self, buf, NULL) < 0)
+        return -1;
+    Py_INCREF(cache);
+    Py_XSETREF(self->cache, cache);
+    Py_XSETREF(self->urls, PyList_New(0));
+    if (self->urls == NULL)
+        return -1;
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->window, Py_None);
+    self->n = self->window_at = self->active_bytes = 0;
+    self->look_at = PY_SSIZE_T_MAX;
+    self->checks = 0;
+    self->fsync_at = Py_HUGE_VAL;
+    self->dirty = self->merge_done = self->hooked = 0;
+    return 0;
+}
+
+static void front_dealloc(FrontObject *self)
+{
+    if (self->have_bufv)
+        PyBuffer_Release(&self->bufv);
+    Py_XDECREF(self->buf);
+    Py_XDECREF(self->cache);
+    Py_XDECREF(self->urls);
+    Py_XDECREF(self->window);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* time.monotonic's clock on Linux */
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static PyObject *front_core(FrontObject *self, PyObject *fps_obj, PyObject *urls, int quick)
+{
+    if (!self->have_bufv || self->cache == NULL || self->urls == NULL)
+        return NOT_READY(self);
+    if (!PyList_CheckExact(urls)) {
+        if (quick)
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_TypeError, "DueFront.accept needs a list of URLs");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(urls);
+    if (count == 0 && quick)
+        Py_RETURN_NONE;
+    Py_buffer in;
+    PyObject *owner;
+    if (get_u64_view(fps_obj, &in, &owner) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t n = self->n;
+    if (in.len / 8 != count) {
+        PyErr_SetString(PyExc_ValueError, "submit got a different number of fingerprints and URLs");
+        goto done;
+    }
+    if (n < 0 || n + count > self->bufv.len / 8) {
+        if (quick)
+            result = Py_NewRef(Py_None);
+        else
+            PyErr_SetString(PyExc_ValueError, "DueFront.accept: the buffer has no room for this batch");
+        goto done;
+    }
+    Py_ssize_t size;
+    Py_ssize_t m = due_accept(self->cache, fps_obj, (const uint64_t *)in.buf, count, urls,
+                              (uint64_t *)self->bufv.buf + n, self->urls, self->window,
+                              self->active_bytes - self->window_at, &size);
+    if (m < 0)
+        goto done;
+    self->checks += count;
+    if (m && size < 0) {
+        result = Py_BuildValue("(nn)", n, m);
+        goto done;
+    }
+    if (m) {
+        self->n = n + m;
+        self->active_bytes += size;
+        self->dirty = 1;
+    }
+    if ((m && (self->hooked || (self->fsync_at < Py_HUGE_VAL && monotonic_s() >= self->fsync_at)))
+        || self->n >= self->look_at || self->merge_done)
+        result = PyLong_FromSsize_t(m);
+    else
+        result = PyList_New(0);
+done:
+    PyBuffer_Release(&in);
+    Py_XDECREF(owner);
+    return result;
+}
+
+/* 1 if due.<name> is truthy (a non-empty list), 0 if not, -1 on error. */
+static int due_has(PyObject *due, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(due, name);
+    if (v == NULL)
+        return -1;
+    int r = PyList_CheckExact(v) ? PyList_GET_SIZE(v) != 0 : PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *front_submit(FrontObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "DueFront.submit(due, fps, urls) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *names[3] = {str_delivered, str_ready, str_undelivered};
+    for (int i = 0; i < 3; i++) {
+        int r = due_has(args[0], names[i]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
+    return front_core(self, args[1], args[2], 1);
+}
+
+static PyObject *front_accept(FrontObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "DueFront.accept(fps, urls) takes 2 arguments");
+        return NULL;
+    }
+    return front_core(self, args[0], args[1], 0);
+}
+
+static PyMethodDef front_methods[] = {
+    {"submit", (PyCFunction)(void (*)(void))front_submit, METH_FASTCALL,
+     "submit(due, fps, urls): the hot path, or None when Python must take the batch."},
+    {"accept", (PyCFunction)(void (*)(void))front_accept, METH_FASTCALL,
+     "accept(fps, urls): probe, buffer and journal a batch: [], (n, m) or m."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef front_members[] = {
+    {"n", T_PYSSIZET, offsetof(FrontObject, n), 0, "fingerprints in buf"},
+    {"window_at", T_PYSSIZET, offsetof(FrontObject, window_at), 0, "the window's file offset"},
+    {"active_bytes", T_PYSSIZET, offsetof(FrontObject, active_bytes), 0, "the active segment's size"},
+    {"look_at", T_PYSSIZET, offsetof(FrontObject, look_at), 0, "n at which Python must look at merges"},
+    {"checks", T_LONGLONG, offsetof(FrontObject, checks), 0, "fingerprints offered"},
+    {"fsync_at", T_DOUBLE, offsetof(FrontObject, fsync_at), 0, "when the journal fsync is due (monotonic s)"},
+    {"dirty", T_BOOL, offsetof(FrontObject, dirty), 0, "written since the last fsync"},
+    {"merge_done", T_BOOL, offsetof(FrontObject, merge_done), 0, "the running merge has ended"},
+    {"hooked", T_BOOL, offsetof(FrontObject, hooked), 0, "a fault hook is set"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef front_getset[] = {
+    {"buf", (getter)front_get_buf, (setter)front_set_buf, "the buffer's fingerprints (uint64 array)", NULL},
+    {"urls", (getter)front_get_urls, (setter)front_set_urls, "the buffer's URLs (list)", NULL},
+    {"cache", (getter)front_get_cache, (setter)front_set_cache, "the front cache", NULL},
+    {"window", (getter)front_get_window, (setter)front_set_window, "the journal's mapped window", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FrontType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "crawler.cache._ckernel.DueFront",
+    .tp_basicsize = sizeof(FrontObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "DiskDUE.submit's hot path and the state it touches (crawler/due/front.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)front_init,
+    .tp_dealloc = (destructor)front_dealloc,
+    .tp_methods = front_methods,
+    .tp_members = front_members,
+    .tp_getset = front_getset,
+};
 
 /* ====================================================== DUE merge kernels */
 /*
@@ -2745,13 +3032,19 @@ PyMODINIT_FUNC PyInit__ckernel(void)
     Py_XDECREF(dtype);
     Py_DECREF(numpy);
     str_dtype = PyUnicode_InternFromString("dtype");
+    str_delivered = PyUnicode_InternFromString("_delivered");
+    str_ready = PyUnicode_InternFromString("_ready");
+    str_undelivered = PyUnicode_InternFromString("_undelivered");
+    if (!str_delivered || !str_ready || !str_undelivered)
+        return NULL;
     if (!np_empty || !np_ascontiguousarray || !np_uint64 || !np_bool || !np_ndarray || !np_u64_dtype || !str_dtype)
         return NULL;
     PyObject *m = PyModule_Create(&ckernel_module);
     if (m == NULL)
         return NULL;
     if (add_type(m, &ClockType, "ClockKernel") < 0 || add_type(m, &LruType, "LruKernel") < 0 ||
-        add_type(m, &RandomType, "RandomKernel") < 0 || add_type(m, &SetType, "SetKernel") < 0) {
+        add_type(m, &RandomType, "RandomKernel") < 0 || add_type(m, &SetType, "SetKernel") < 0 ||
+        add_type(m, &FrontType, "DueFront") < 0) {
         Py_DECREF(m);
         return NULL;
     }

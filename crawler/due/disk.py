@@ -59,8 +59,8 @@ import numpy as np
 from crawler.cache import Cache, cache_from_config
 from crawler.due.base import DUE
 from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, BucketTable, DiskSet, fsync_dir
+from crawler.due.front import DueFront
 from crawler.due.journal import Journal
-from crawler.due.kernel import submit as _submit
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
 from crawler.due.mergekernel import pick, sort_unique
 from crawler.due.trim import release_free_memory
@@ -147,19 +147,19 @@ class DiskDUE(DUE):
         self._requested_buckets = buckets
         self._durable = durable
         self._fault = fault_hook
-        # Parts.
-        self._cache = cache if cache is not None else cache_from_config(config.cache)
-        self._journal = Journal(self.directory / "journal", durable)
+        # Parts. The front (front.py) holds the state submit's hot path touches: the
+        # cache, the buffer (fingerprints of accepted, undecided URLs, and their URLs),
+        # the journal's window and append position, and when Python must look.
+        self._front = DueFront(cache if cache is not None else cache_from_config(config.cache),
+                               np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64))
+        self._front.hooked = fault_hook is not None
+        self._journal = Journal(self.directory / "journal", durable, cursor=self._front)
         self._release_dir = self.directory / "release"
         self._release_dir.mkdir(exist_ok=True)
         self._set: DiskSet  # built by restore(), from the manifest's bucket count
-        # The buffer: fingerprints of accepted, undecided URLs, and their segments.
-        self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
-        self._n = 0
-        self._urls: list[str] = []
-        self._segments: list[int] = []
-        # Merges. Setting _job also sets _look_at (the buffer fill at which submit must
-        # look at the merges) and clears _merge_done (set by the merge thread when done).
+        self._segments: list[int] = []            # the buffer's journal segments
+        # Merges. Setting _job also sets the front's look_at (the buffer fill at which
+        # submit must look at the merges) and clears merge_done (set when the merge ends).
         self._job = None
         self._last_merge = 0
         self._merged_through = 0
@@ -184,48 +184,57 @@ class DiskDUE(DUE):
     def submit(self, fps: np.ndarray, urls: list[str]) -> list[str]:
         """Offer a batch; returns the URLs now known to be new (hot path: once per page).
 
-        The cache probe, buffer append and journal record are one kernel call
-        (`kernel.submit`, compiled when the extension is built; it also takes
-        any array-like of fingerprints and checks the lengths). Written for
-        speed, because it runs once per page and per peer batch (~20 links):
-        the batch's checks are inlined here rather than in a helper, and the
-        common case reads a few attributes around the kernel call (merges are
-        looked at only when `_look_at` or `_merge_done` says so; see `_job`).
+        The front (`front.py`, compiled when the extension is built) does the
+        common case in one call: the cache probe, the buffer append, the
+        journal record and the checks of whether anything else is due. It
+        hands back to `_submit_slow` when there are URLs to hand out, and to
+        `_finish` when the record, an fsync, a merge or a fault hook needs Python.
         """
+        r = self._front.submit(self, fps, urls)
+        if r.__class__ is list:
+            return r
+        if r is None:
+            return self._submit_slow(fps, urls)
+        return self._finish(r)
+
+    def _submit_slow(self, fps, urls: list[str]) -> list[str]:
+        """submit when the front leaves the batch to Python: URLs or releases are
+        waiting, `urls` is not a list, the batch is empty, or the buffer must grow."""
         if self._delivered:
             self._release_delivered()
         if urls.__class__ is not list:
             urls = list(urls)
         count = len(urls)
         if count:
-            n = self._n
-            if n + count > len(self._buf):
-                self._grow(n + count)
-            journal = self._journal
-            m, size = _submit(self._cache, fps, urls, self._buf, n, self._urls, journal.window,
-                              journal.active_bytes - journal.window_at)
-            self._counters.checks += count
-            if m:
-                if size >= 0:
-                    journal.active_bytes += size          # Journal.advance(size), inlined: hot path
-                    journal.dirty = True
-                else:
-                    self._journal_slow(n, m)
-                self._n = n = n + m
-                fsync_at = self._fsync_at
-                if fsync_at is not None and _monotonic() >= fsync_at:
-                    self._fsync_soon()
-                if self._fault is not None:
-                    self._fault("submit:journaled")
-            if n >= self._look_at or self._merge_done:
-                # No yield to a background merge here: its passes run without the GIL
-                # and it needs the GIL only a few dozen times (each within one switch
-                # interval, 5 ms); a time.sleep(0) per call cost the caller more
-                # (measured: 4.4M vs 5.0M checks/s, 10M-check runs, docs/due.md).
-                self._schedule()
-        elif len(fps):
+            if self._n + count > len(self._buf):
+                self._grow(self._n + count)
+            r = self._front.accept(fps, urls)
+            return self._finish(0 if r.__class__ is list else r)
+        if len(fps):
             raise ValueError(f"submit got {len(fps)} fingerprints and 0 URLs")
-        elif self._n >= self._look_at or self._merge_done:
+        return self._finish(0)
+
+    def _finish(self, accepted) -> list[str]:
+        """The rest of a submit after the front took the batch (its `accept` result):
+        write the record it could not, start the fsync that is due, run the fault
+        hook, look at the merges, hand out new URLs."""
+        if accepted.__class__ is tuple:
+            n, m = accepted
+            self._journal_slow(n, m)
+            self._n = n + m
+        else:
+            m = accepted
+        if m:
+            if _monotonic() >= self._front.fsync_at:
+                self._fsync_soon()
+            if self._fault is not None:
+                self._fault("submit:journaled")
+        front = self._front
+        if front.n >= front.look_at or front.merge_done:
+            # No yield to a background merge here: its passes run without the GIL
+            # and it needs the GIL only a few dozen times (each within one switch
+            # interval, 5 ms); a time.sleep(0) per call cost the caller more
+            # (measured: 4.4M vs 5.0M checks/s, 10M-check runs, docs/due.md).
             self._schedule()
         if self._ready or self._undelivered:
             return self._deliver()
@@ -267,17 +276,24 @@ class DiskDUE(DUE):
 
     @property
     def _job(self) -> _MergeJob | None:
-        """The merge in progress. Setting it sets what submit's hot path checks instead:
-        `_look_at`, the buffer fill at which to start a merge (none running) or to wait
-        for the running one (the buffer is full), and `_merge_done`, which the merge
+        """The merge in progress. Setting it sets what the front checks instead: its
+        `look_at`, the buffer fill at which to start a merge (none running) or to wait
+        for the running one (the buffer is full), and `merge_done`, which the merge
         sets when it ends."""
         return self._current_job
 
     @_job.setter
     def _job(self, job: _MergeJob | None) -> None:
         self._current_job = job
-        self._look_at = self._trigger if job is None else max(0, self.buffer_size - job.count)
-        self._merge_done = job is not None and job.done.is_set()
+        front = self._front
+        front.look_at = self._trigger if job is None else max(0, self.buffer_size - job.count)
+        front.merge_done = job is not None and job.done.is_set()
+
+    # The buffer and the cache live in the front (front.py); these name them.
+    _n = property(lambda self: self._front.n, lambda self, n: setattr(self._front, "n", n))
+    _buf = property(lambda self: self._front.buf, lambda self, buf: setattr(self._front, "buf", buf))
+    _urls = property(lambda self: self._front.urls, lambda self, urls: setattr(self._front, "urls", urls))
+    _cache = property(lambda self: self._front.cache, lambda self, cache: setattr(self._front, "cache", cache))
 
     def _collect_if_done(self) -> None:
         """Release what the caller has, and take a finished merge's results (never waits)."""
@@ -311,7 +327,7 @@ class DiskDUE(DUE):
         misses = self._cache_base[1] + self._cache.misses
         disk = self._set.count
         return {
-            "checks": c.checks,
+            "checks": self._front.checks,
             "cache_hits": hits,
             "cache_misses": misses,
             "cache_size": self._cache.size,
@@ -370,6 +386,7 @@ class DiskDUE(DUE):
         self._set.load(manifest.table)
         self._set.sweep()
         self._counters = manifest.counters
+        self._front.checks = manifest.counters.checks
         self._cache_base = (manifest.counters.cache_hits - self._cache.hits,
                             manifest.counters.cache_misses - self._cache.misses)
         self._last_merge = manifest.merge
@@ -430,7 +447,7 @@ class DiskDUE(DUE):
     def _synced_now(self) -> None:
         """The journal was just fsynced (or handed to the helper): the next fsync is due one
         `due.journal_fsync_s` from now (None: only at checkpoints and merges)."""
-        self._fsync_at = None if self._journal_fsync_s is None else _monotonic() + self._journal_fsync_s
+        self._front.fsync_at = math.inf if self._journal_fsync_s is None else _monotonic() + self._journal_fsync_s
 
     def _journal_slow(self, n: int, m: int) -> None:
         """Journal the misses the kernel just buffered at [n, n + m) when it could not:
@@ -637,7 +654,7 @@ class DiskDUE(DUE):
         finally:
             job.seconds = time.perf_counter() - start
             job.cpu_seconds = time.thread_time() - cpu_start
-            self._merge_done = True             # before done.set(): after it, it could outlive the collect
+            self._front.merge_done = True       # before done.set(): after it, it could outlive the collect
             job.done.set()
 
     # --- internals: files ----------------------------------------------------------
@@ -660,6 +677,7 @@ class DiskDUE(DUE):
                         counters: Counters | None = None) -> None:
         """Commit the state; the merge thread passes its new table, others write the current one."""
         c = counters if counters is not None else Counters(**asdict(self._counters))
+        c.checks = self._front.checks
         c.cache_hits = self._cache_base[0] + self._cache.hits
         c.cache_misses = self._cache_base[1] + self._cache.misses
         with self._lock:

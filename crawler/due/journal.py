@@ -95,20 +95,46 @@ class ScanResult:
     torn_bytes: int        # bytes after it (a torn or corrupt tail)
 
 
+class Cursor:
+    """Where appends go: the window, its offset, the active segment's size, unsynced writes.
+
+    A journal of its own keeps these here; the DUE's journal keeps them in the
+    DUE's front (crawler/due/front.py), whose hot path appends records itself."""
+
+    __slots__ = ("window", "window_at", "active_bytes", "dirty")
+
+    def __init__(self) -> None:
+        self.window: mmap.mmap | None = None
+        self.window_at = 0
+        self.active_bytes = 0
+        self.dirty = False
+
+
+def _cursor_field(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self._cursor, name),
+                    lambda self, value: setattr(self._cursor, name, value), doc=doc)
+
+
 class Journal:
     """Append-only segments of (fingerprint, URL) records in one directory."""
 
-    def __init__(self, directory: Path, durable: bool = True) -> None:
+    window = _cursor_field("window", "the mapped part of the active segment")
+    window_at = _cursor_field("window_at", "its file offset")
+    active_bytes = _cursor_field("active_bytes", "the active segment's size")
+    dirty = _cursor_field("dirty", "written since its last fsync")
+
+    def __init__(self, directory: Path, durable: bool = True, cursor=None) -> None:
         self.directory = Path(directory)
         self.durable = durable        # False: fsync nothing (tests, throwaway crawls)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
-        self.window: mmap.mmap | None = None   # the mapped part of the active segment
+        self._cursor = cursor if cursor is not None else Cursor()
+        self.window = None
         self.failed: OSError | None = None     # why the last open_segment failed, if it did
-        self.window_at = 0           # its file offset
+        self.window_at = 0
         self.active: int = 0          # number of the segment being appended to
-        self.active_bytes = 0         # its size
-        self.dirty = False            # written since its last fsync
+        self.active_bytes = 0
+        self.dirty = False
         self._syncer: ThreadPoolExecutor | None = None   # the helper thread: fsyncs and deletions
         self._sync: Future | None = None
         self._removal: Future | None = None

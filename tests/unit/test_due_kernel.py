@@ -14,6 +14,7 @@ from crawler.cache import make_cache
 from crawler.cache._native import NATIVE
 from crawler.cache.clock import PyClockKernel
 from crawler.config.schema import CacheConfig, DueConfig
+from crawler.due import front as front_module
 from crawler.due import kernel
 from crawler.due.disk import DiskDUE
 from crawler.due.journal import Journal
@@ -150,12 +151,96 @@ def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
     assert scan.urls == kept and (scan.fps == buf[:n]).all()
 
 
+class Due:
+    """What the front's submit looks at on the DUE: lists of work waiting for Python."""
+
+    def __init__(self) -> None:
+        self._delivered, self._ready, self._undelivered = [], [], []
+
+
+def make_front(cls, window_bytes: int = WINDOW_BYTES):
+    front = cls(make_cache("clock", 64), np.zeros(4_000, dtype=np.uint64))
+    front.window = bytearray(window_bytes)
+    return front
+
+
+def front_state(front) -> tuple:
+    return (front.n, front.active_bytes, front.dirty, front.checks, front.buf[:front.n].tolist(),
+            list(front.urls), bytes(front.window))
+
+
+@compiled
+@pytest.mark.parametrize("window_bytes", [WINDOW_BYTES, 3_000])
+def test_compiled_and_python_fronts_agree(window_bytes: int) -> None:
+    """Same answers and the same state, call by call, through look_at, merge_done, fsync_at,
+    the hook, pending deliveries, full windows (3,000 bytes) and a buffer without room."""
+    fronts = [make_front(front_module.DueFront, window_bytes), make_front(front_module.PyFront, window_bytes)]
+    dues = [Due(), Due()]
+    kinds = set()
+    for step, (fps, urls) in enumerate(batches(seed=13, count=120)):
+        knob = step % 9
+        for front, due in zip(fronts, dues):
+            front.look_at = 2_000 if knob != 1 else 0
+            front.merge_done = knob == 2
+            front.fsync_at = 0.0 if knob == 3 else float("inf")
+            front.hooked = knob == 4
+            due._ready = ["x"] if knob == 5 else []
+            if front.n > 3_200 and knob != 6:               # as if a merge took the buffer
+                front.n = 0
+        answers = []
+        for front, due in zip(fronts, dues):
+            if knob == 7 and len(urls) and front.n + len(urls) <= len(front.buf):
+                answers.append(front.accept(fps, urls))
+            else:
+                answers.append(front.submit(due, fps, urls))
+            if answers[-1].__class__ is tuple:                # Python would journal it; here: skip
+                n, m = answers[-1]
+                front.n = n + m
+                front.window_at = front.active_bytes       # and slide the window
+                front.window = bytearray(window_bytes)
+        assert answers[0] == answers[1], step
+        assert front_state(fronts[0]) == front_state(fronts[1]), step
+        kinds.add(type(answers[0]).__name__)
+    assert kinds == {"list", "int", "NoneType", "tuple"}         # every answer was exercised
+
+
+@pytest.mark.parametrize("cls", [pytest.param("DueFront", marks=compiled), "PyFront"])
+def test_the_front_hands_back_when_python_must_look(cls: str) -> None:
+    front = make_front(getattr(front_module, cls))
+    due = Due()
+    fps, urls = batch([1, 2, 3])
+    assert front.submit(due, fps, urls) == [] and front.n == 3 and front.checks == 3 and front.dirty
+    assert front.submit(due, fps, urls) == []                    # all hits: nothing new
+    due._delivered = ["a release"]
+    assert front.submit(due, *batch([4])) is None and front.n == 3  # URLs to hand out first
+    due._delivered = []
+    assert front.submit(due, fps, tuple(urls)) is None          # not a list
+    assert front.submit(due, np.array([], dtype=np.uint64), []) is None
+    front.look_at = 4
+    assert front.submit(due, *batch([4])) == 1 and front.n == 4  # the buffer reached look_at
+    front.look_at = 100
+    front.fsync_at = 0.0
+    assert front.submit(due, *batch([5])) == 1                   # the fsync is due
+    assert front.submit(due, *batch([5])) == []                  # (only when something was written)
+    front.fsync_at = float("inf")
+    front.merge_done = True
+    assert front.submit(due, *batch([6])) == 1
+    front.merge_done = False
+    front.n = len(front.buf)
+    assert front.submit(due, *batch([7])) is None                # no room: Python grows the buffer
+    with pytest.raises(ValueError):
+        front.accept(*batch([7]))
+    front.n = 6
+    with pytest.raises(ValueError):
+        front.submit(due, fps, urls[:2])
+
+
 @compiled
 def test_a_due_on_either_kernel_writes_the_same_files(tmp_path: Path, monkeypatch) -> None:
     config = DueConfig(cache=CacheConfig(policy="clock", size=32), buffer_size=500)
     outs, journals = [], []
-    for name, fn in (("native", kernel.submit), ("python", kernel.py_submit)):
-        monkeypatch.setattr(disk_module, "_submit", fn)
+    for name, front in (("native", front_module.DueFront), ("python", front_module.PyFront)):
+        monkeypatch.setattr(disk_module, "DueFront", front)
         due = DiskDUE(tmp_path / name, config, buckets=4, background=False, durable=False)
         out = []
         for fps, urls in batches(seed=11, count=40):
