@@ -93,6 +93,7 @@ REDIS_PIPELINE = 1000              # SADD commands per round trip
 PROGRESS_STEPS = 10                # progress lines while the seen-set grows
 MIB = 1 << 20
 MAX_CALL_SIZE = 4096               # call sizes above this are counted here
+TIMED_CALLS = 8                    # --only due: calls timed together (see run_due)
 BUDGET_REPEATS = 5                 # --only budget: median of this many timings per step
 MIX_CONSTANTS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
@@ -370,21 +371,28 @@ def run_due(args, path: Path, distinct: int, links: int) -> dict:
     for fps, sizes in batches(path, calls, args.seed):
         call_sizes.add(sizes)
         a = 0
-        for size in sizes:
-            b = a + size
+        for g in range(0, len(sizes), TIMED_CALLS):
             # A fresh str per link, as a parser makes them: the RAM of the
             # URLs the DUE buffers is then real (a shared pool would hide it).
-            urls = "\n".join(pool[k:k + size]).split("\n")
-            page = fps[a:b]              # the page's fingerprints, made by the caller like its URLs
+            # A group's calls are prepared first, then timed together: reading
+            # both clocks around every call cost ~0.5 us of wall time per call
+            # (measured with an empty submit) plus a system call, ~8% of the
+            # DUE's time. A group of 8 pages' URLs (~500) stays in the CPU's
+            # cache, as a page's links do between the parser and the DUE.
+            group = []
+            for size in sizes[g:g + TIMED_CALLS]:
+                group.append((fps[a:a + size], "\n".join(pool[k:k + size]).split("\n")))
+                k = (k + size) % URL_POOL
+                a += size
             # The CPU clock is a system call (~0.5 us here): read it outside the wall interval.
             c = cpu_clock()
             t = clock()
-            emitted += len(due.submit(page, urls))
+            for page, urls in group:
+                emitted += len(due.submit(page, urls))
             e = clock()
             in_due_cpu += cpu_clock() - c
             in_due += e - t
-            k = (k + size) % URL_POOL
-            a = b
+            del group
         checks += a
         if emitted >= next_report or checks >= links:
             st = due.stats()
