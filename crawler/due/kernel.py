@@ -5,7 +5,10 @@ peer batch, so its cost is mostly per call: a cache call, selecting the
 misses, a journal record (join, encode, crc, copy) and appending to the
 buffer were ~25 us of Python and numpy calls per page. The compiled kernel
 (`due_submit` in crawler/cache/_ckernel.c, next to the cache policies whose
-loops it calls directly) does the same work in one C call.
+loops it calls directly) does the same work in one C call. `DiskDUE` now
+reaches that work through its front (`front.py`), which runs the same C core
+(`due_accept`) on state it keeps itself; this function stays for the budget
+bench and the tests, and `py_submit` is what the pure-Python front runs.
 
     submit(cache, fps, urls, buf, n, buf_urls, window, pos) -> (misses, record_bytes)
 
