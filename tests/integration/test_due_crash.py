@@ -108,7 +108,10 @@ def run_child(directory: Path, start: int, background: bool, point: str, nth: in
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-c", CHILD, str(directory), str(start), str(BATCHES), "1" if background else "0",
            point, str(nth), str(BATCH_LINKS), str(DOMAIN), str(BUFFER_SIZE), str(FLUSH_EVERY)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    # Unbuffered: `readline` below must take only the first line. A buffered reader
+    # would read ahead, and `communicate` reads the pipe itself, so whatever the
+    # reader had taken past "R" (acks, emitted URLs, the stats) was silently dropped.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, bufsize=0)
     head = b""
     try:
         if kill_after_s is not None:
@@ -151,11 +154,15 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, background: boo
         else:
             point, nth, kill_after = points[round_no % len(points)], rng.randint(1, MAX_NTH), None
         lines, finished = run_child(directory, next_batch, background, point, nth, kill_after)
+        assert not lines or lines[0] == "R", lines[:3]
         for line in lines:
             kind, _, rest = line.partition(" ")
             if kind == "E":
                 emitted[rest] += 1
             elif kind == "A":
+                # Acks come in order from the first batch given: a gap means this
+                # harness dropped output, which would look like the DUE losing URLs.
+                assert int(rest) == next_batch, (rest, next_batch)
                 acked.add(int(rest))
                 next_batch = int(rest) + 1
             elif kind == "S":
