@@ -1762,17 +1762,20 @@ done:
  * Journal read and set it as attributes.  crawler/due/front.py has the
  * pure-Python twin (PyFront) and the protocol:
  *
- *   submit(due, fps, urls) -> None        nothing done: due has URLs to hand
- *                                         out or releases pending, or the
- *                                         batch needs Python (not a list, empty,
- *                                         no room in the buffer)
+ *   submit(fps, urls)      -> []          done; nothing else to do
+ *                          -> slow(fps, urls)  nothing done: `attention` is set
+ *                                         (URLs to hand out, releases pending),
+ *                                         or the batch needs Python (not a
+ *                                         list, empty, no room in the buffer)
+ *                          -> finish(r)   done, but accept's answer r is not []
  *   accept(fps, urls)      -> []          done; nothing else to do
  *                          -> (n, m)      buffered at [n, n + m) but not
  *                                         journaled: Python writes the record
  *                                         and sets n = n + m
  *                          -> m           done; Python must look (fsync due,
  *                                         fault hook, merge due or finished)
- *   submit also returns what accept returns.
+ * DiskDUE binds its own submit to the front's, so a page costs one call from
+ * Python, not a Python method around this one.
  */
 typedef struct {
     PyObject_HEAD
@@ -1791,9 +1794,10 @@ typedef struct {
     char dirty;             /* the segment was written since its last fsync */
     char merge_done;        /* the running merge has ended */
     char hooked;            /* a fault hook is set: always hand back to Python */
+    char attention;         /* Python has URLs to hand out or releases pending */
+    PyObject *slow;         /* slow(fps, urls): submit when the front does nothing */
+    PyObject *finish;       /* finish(r): the rest of a submit that accept answered r */
 } FrontObject;
-
-static PyObject *str_delivered = NULL, *str_ready = NULL, *str_undelivered = NULL;
 
 static int front_set_buf(FrontObject *self, PyObject *value, void *Py_UNUSED(closure))
 {
@@ -1834,12 +1838,16 @@ static int front_set_obj(PyObject **slot, PyObject *value, int need_list)
     return 0;
 }
 
-static PyObject *front_get_urls(FrontObject *self, void *c) { return Py_NewRef(self->urls); }
+static PyObject *front_get_urls(FrontObject *self, void *c) { return Py_NewRef(self->urls ? self->urls : Py_None); }
 static int front_set_urls(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->urls, v, 1); }
-static PyObject *front_get_cache(FrontObject *self, void *c) { return Py_NewRef(self->cache); }
+static PyObject *front_get_cache(FrontObject *self, void *c) { return Py_NewRef(self->cache ? self->cache : Py_None); }
 static int front_set_cache(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->cache, v, 0); }
-static PyObject *front_get_window(FrontObject *self, void *c) { return Py_NewRef(self->window); }
+static PyObject *front_get_window(FrontObject *self, void *c) { return Py_NewRef(self->window ? self->window : Py_None); }
 static int front_set_window(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->window, v, 0); }
+static PyObject *front_get_slow(FrontObject *self, void *c) { return Py_NewRef(self->slow ? self->slow : Py_None); }
+static int front_set_slow(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->slow, v, 0); }
+static PyObject *front_get_finish(FrontObject *self, void *c) { return Py_NewRef(self->finish ? self->finish : Py_None); }
+static int front_set_finish(FrontObject *self, PyObject *v, void *c) { return front_set_obj(&self->finish, v, 0); }
 
 static int front_init(FrontObject *self, PyObject *args, PyObject *kwds)
 {
@@ -1854,24 +1862,49 @@ static int front_init(FrontObject *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->urls, PyList_New(0));
     if (self->urls == NULL)
         return -1;
-    Py_INCREF(Py_None);
-    Py_XSETREF(self->window, Py_None);
+    Py_XSETREF(self->window, Py_NewRef(Py_None));
+    Py_XSETREF(self->slow, Py_NewRef(Py_None));
+    Py_XSETREF(self->finish, Py_NewRef(Py_None));
     self->n = self->window_at = self->active_bytes = 0;
     self->look_at = PY_SSIZE_T_MAX;
     self->checks = 0;
     self->fsync_at = Py_HUGE_VAL;
-    self->dirty = self->merge_done = self->hooked = 0;
+    self->dirty = self->merge_done = self->hooked = self->attention = 0;
+    return 0;
+}
+
+/* The front takes part in garbage collection: its slow and finish are the DUE's
+ * bound methods, and the DUE holds the front, so the two form a cycle. */
+static int front_traverse(FrontObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->buf);
+    Py_VISIT(self->cache);
+    Py_VISIT(self->urls);
+    Py_VISIT(self->window);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->finish);
+    return 0;
+}
+
+static int front_clear(FrontObject *self)
+{
+    if (self->have_bufv) {
+        PyBuffer_Release(&self->bufv);
+        self->have_bufv = 0;
+    }
+    Py_CLEAR(self->buf);
+    Py_CLEAR(self->cache);
+    Py_CLEAR(self->urls);
+    Py_CLEAR(self->window);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->finish);
     return 0;
 }
 
 static void front_dealloc(FrontObject *self)
 {
-    if (self->have_bufv)
-        PyBuffer_Release(&self->bufv);
-    Py_XDECREF(self->buf);
-    Py_XDECREF(self->cache);
-    Py_XDECREF(self->urls);
-    Py_XDECREF(self->window);
+    PyObject_GC_UnTrack(self);
+    front_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1884,7 +1917,7 @@ static double monotonic_s(void)
 
 static PyObject *front_core(FrontObject *self, PyObject *fps_obj, PyObject *urls, int quick)
 {
-    if (!self->have_bufv || self->cache == NULL || self->urls == NULL)
+    if (!self->have_bufv || self->cache == NULL || self->urls == NULL || self->window == NULL)
         return NOT_READY(self);
     if (!PyList_CheckExact(urls)) {
         if (quick)
@@ -1939,32 +1972,29 @@ done:
     return result;
 }
 
-/* 1 if due.<name> is truthy (a non-empty list), 0 if not, -1 on error. */
-static int due_has(PyObject *due, PyObject *name)
-{
-    PyObject *v = PyObject_GetAttr(due, name);
-    if (v == NULL)
-        return -1;
-    int r = PyList_CheckExact(v) ? PyList_GET_SIZE(v) != 0 : PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
-}
-
 static PyObject *front_submit(FrontObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "DueFront.submit(due, fps, urls) takes 3 arguments");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "DueFront.submit(fps, urls) takes 2 arguments");
         return NULL;
     }
-    PyObject *names[3] = {str_delivered, str_ready, str_undelivered};
-    for (int i = 0; i < 3; i++) {
-        int r = due_has(args[0], names[i]);
-        if (r < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
+    PyObject *r;
+    if (self->attention)
+        r = Py_NewRef(Py_None);
+    else if ((r = front_core(self, args[0], args[1], 1)) == NULL || PyList_CheckExact(r))
+        return r;
+    /* Python's turn: the front did nothing (None), or accept's answer needs it. */
+    PyObject *callee = r == Py_None ? self->slow : self->finish;
+    if (callee == NULL) {
+        Py_DECREF(r);
+        return NOT_READY(self);
     }
-    return front_core(self, args[1], args[2], 1);
+    Py_INCREF(callee);                      /* the call may replace the slot */
+    PyObject *out = r == Py_None ? PyObject_Vectorcall(callee, args, 2, NULL)
+                                 : PyObject_CallOneArg(callee, r);
+    Py_DECREF(callee);
+    Py_DECREF(r);
+    return out;
 }
 
 static PyObject *front_accept(FrontObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -1978,7 +2008,7 @@ static PyObject *front_accept(FrontObject *self, PyObject *const *args, Py_ssize
 
 static PyMethodDef front_methods[] = {
     {"submit", (PyCFunction)(void (*)(void))front_submit, METH_FASTCALL,
-     "submit(due, fps, urls): the hot path, or None when Python must take the batch."},
+     "submit(fps, urls): the hot path; hands the batch to slow() or accept's answer to finish()."},
     {"accept", (PyCFunction)(void (*)(void))front_accept, METH_FASTCALL,
      "accept(fps, urls): probe, buffer and journal a batch: [], (n, m) or m."},
     {NULL, NULL, 0, NULL},
@@ -1994,6 +2024,7 @@ static PyMemberDef front_members[] = {
     {"dirty", T_BOOL, offsetof(FrontObject, dirty), 0, "written since the last fsync"},
     {"merge_done", T_BOOL, offsetof(FrontObject, merge_done), 0, "the running merge has ended"},
     {"hooked", T_BOOL, offsetof(FrontObject, hooked), 0, "a fault hook is set"},
+    {"attention", T_BOOL, offsetof(FrontObject, attention), 0, "URLs to hand out or releases pending"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -2002,6 +2033,8 @@ static PyGetSetDef front_getset[] = {
     {"urls", (getter)front_get_urls, (setter)front_set_urls, "the buffer's URLs (list)", NULL},
     {"cache", (getter)front_get_cache, (setter)front_set_cache, "the front cache", NULL},
     {"window", (getter)front_get_window, (setter)front_set_window, "the journal's mapped window", NULL},
+    {"slow", (getter)front_get_slow, (setter)front_set_slow, "slow(fps, urls): submit's Python path", NULL},
+    {"finish", (getter)front_get_finish, (setter)front_set_finish, "finish(r): the rest after accept", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -2009,8 +2042,10 @@ static PyTypeObject FrontType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "crawler.cache._ckernel.DueFront",
     .tp_basicsize = sizeof(FrontObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "DiskDUE.submit's hot path and the state it touches (crawler/due/front.py).",
+    .tp_traverse = (traverseproc)front_traverse,
+    .tp_clear = (inquiry)front_clear,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)front_init,
     .tp_dealloc = (destructor)front_dealloc,
@@ -3032,11 +3067,6 @@ PyMODINIT_FUNC PyInit__ckernel(void)
     Py_XDECREF(dtype);
     Py_DECREF(numpy);
     str_dtype = PyUnicode_InternFromString("dtype");
-    str_delivered = PyUnicode_InternFromString("_delivered");
-    str_ready = PyUnicode_InternFromString("_ready");
-    str_undelivered = PyUnicode_InternFromString("_undelivered");
-    if (!str_delivered || !str_ready || !str_undelivered)
-        return NULL;
     if (!np_empty || !np_ascontiguousarray || !np_uint64 || !np_bool || !np_ndarray || !np_u64_dtype || !str_dtype)
         return NULL;
     PyObject *m = PyModule_Create(&ckernel_module);

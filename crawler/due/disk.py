@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,11 @@ class DiskDUE(DUE):
         self._front = DueFront(cache if cache is not None else cache_from_config(config.cache),
                                np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64))
         self._front.hooked = fault_hook is not None
+        # submit is the front's own: one call from Python per page. The front calls
+        # back into these when it must (a cycle through the front, broken at close).
+        self._front.slow = self._submit_slow
+        self._front.finish = self._finish
+        self.submit = self._front.submit
         self._journal = Journal(self.directory / "journal", durable, cursor=self._front)
         self._release_dir = self.directory / "release"
         self._release_dir.mkdir(exist_ok=True)
@@ -184,22 +190,19 @@ class DiskDUE(DUE):
     def submit(self, fps: np.ndarray, urls: list[str]) -> list[str]:
         """Offer a batch; returns the URLs now known to be new (hot path: once per page).
 
-        The front (`front.py`, compiled when the extension is built) does the
-        common case in one call: the cache probe, the buffer append, the
-        journal record and the checks of whether anything else is due. It
-        hands back to `_submit_slow` when there are URLs to hand out, and to
-        `_finish` when the record, an fsync, a merge or a fault hook needs Python.
+        Each DiskDUE binds `submit` to its front's (`front.py`, compiled when
+        the extension is built), which does the common case in one call: the
+        cache probe, the buffer append, the journal record and the checks of
+        whether anything else is due. It calls `_submit_slow` when there are
+        URLs to hand out, and `_finish` when the record, an fsync, a merge or
+        a fault hook needs Python. (This method is what the binding stands for.)
         """
-        r = self._front.submit(self, fps, urls)
-        if r.__class__ is list:
-            return r
-        if r is None:
-            return self._submit_slow(fps, urls)
-        return self._finish(r)
+        return self._front.submit(fps, urls)
 
     def _submit_slow(self, fps, urls: list[str]) -> list[str]:
         """submit when the front leaves the batch to Python: URLs or releases are
-        waiting, `urls` is not a list, the batch is empty, or the buffer must grow."""
+        waiting (`attention`), `urls` is not a list, the batch is empty, or the
+        buffer must grow."""
         if self._delivered:
             self._release_delivered()
         if urls.__class__ is not list:
@@ -369,6 +372,10 @@ class DiskDUE(DUE):
             self._write_manifest()
         finally:
             self._closed = True
+            front = self._front        # every later submit raises; the cycle through the front ends
+            front.attention = True
+            front.slow = partial(_closed_submit, str(self.directory))
+            front.finish = None
             self._journal.shutdown()
             self._set.close()
             self._cache.close()
@@ -429,6 +436,7 @@ class DiskDUE(DUE):
                 self._journal.remove([seq])
         self._segments = restored
         self._undelivered = kept
+        self._front.attention = bool(self._ready or self._undelivered)
         last_seq = max([self._merged_through, *existing]) if existing else self._merged_through
         self._journal.open_segment(last_seq + 1)
         self._segments.append(last_seq + 1)
@@ -546,6 +554,7 @@ class DiskDUE(DUE):
         job.urls = []
         with self._lock:
             self._undelivered.append(self._releases[job.merge])
+        self._front.attention = True
         self._counters.merge_seconds += job.seconds
         self._merge_cpu_s += job.cpu_seconds
         self._last_merge_s = job.seconds
@@ -555,6 +564,7 @@ class DiskDUE(DUE):
         if self._undelivered:
             self._delivered.extend(self._undelivered)
             self._undelivered = []
+        self._front.attention = bool(self._delivered)   # released at the next call
         if not self._ready:
             return []
         out, self._ready = self._ready, []
@@ -566,6 +576,7 @@ class DiskDUE(DUE):
         for release in self._delivered:
             self._release(release, soon=True)
         self._delivered = []
+        self._front.attention = bool(self._ready or self._undelivered)
 
     def _release(self, release: Release, soon: bool = False) -> None:
         with self._lock:
@@ -692,6 +703,10 @@ class DiskDUE(DUE):
             counters=c,
         )
         write_manifest(self.directory, manifest, self._durable)
+
+
+def _closed_submit(directory: str, fps, urls) -> list[str]:
+    raise RuntimeError(f"submit on a closed DiskDUE ({directory})")
 
 
 def _no_fault(point: str) -> None:

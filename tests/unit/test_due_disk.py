@@ -333,6 +333,24 @@ def test_bad_arguments(tmp_path: Path) -> None:
     due.close()
 
 
+def test_submit_after_close_raises_and_an_abandoned_due_is_collected(tmp_path: Path) -> None:
+    """submit is bound to the front, which calls back into the DUE: a cycle that
+    close() breaks and the garbage collector collects when close() was never called."""
+    import gc
+    import weakref
+    due = DiskDUE(tmp_path / "a", config(), background=False)
+    assert submit(due, [1, 2]) == []
+    due.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        submit(due, [3])
+    abandoned = DiskDUE(tmp_path / "b", config(), background=False)
+    assert submit(abandoned, [1, 2]) == []
+    ref = weakref.ref(abandoned)
+    del abandoned
+    gc.collect()
+    assert ref() is None
+
+
 def test_checkpoint_makes_the_journal_durable(tmp_path: Path) -> None:
     due = DiskDUE(tmp_path, config(buffer_size=100), journal_fsync_s=None)
     submit(due, [1, 2])

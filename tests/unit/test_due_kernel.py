@@ -151,16 +151,13 @@ def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
     assert scan.urls == kept and (scan.fps == buf[:n]).all()
 
 
-class Due:
-    """What the front's submit looks at on the DUE: lists of work waiting for Python."""
-
-    def __init__(self) -> None:
-        self._delivered, self._ready, self._undelivered = [], [], []
-
-
 def make_front(cls, window_bytes: int = WINDOW_BYTES):
+    """A front whose calls back into Python say which it was: slow(fps, urls) answers
+    None (the front did nothing) and finish(r) answers r (accept's answer)."""
     front = cls(make_cache("clock", 64), np.zeros(4_000, dtype=np.uint64))
     front.window = bytearray(window_bytes)
+    front.slow = lambda fps, urls: None
+    front.finish = lambda r: r
     return front
 
 
@@ -175,24 +172,23 @@ def test_compiled_and_python_fronts_agree(window_bytes: int) -> None:
     """Same answers and the same state, call by call, through look_at, merge_done, fsync_at,
     the hook, pending deliveries, full windows (3,000 bytes) and a buffer without room."""
     fronts = [make_front(front_module.DueFront, window_bytes), make_front(front_module.PyFront, window_bytes)]
-    dues = [Due(), Due()]
     kinds = set()
     for step, (fps, urls) in enumerate(batches(seed=13, count=120)):
         knob = step % 9
-        for front, due in zip(fronts, dues):
+        for front in fronts:
             front.look_at = 2_000 if knob != 1 else 0
             front.merge_done = knob == 2
             front.fsync_at = 0.0 if knob == 3 else float("inf")
             front.hooked = knob == 4
-            due._ready = ["x"] if knob == 5 else []
+            front.attention = knob == 5
             if front.n > 3_200 and knob != 6:               # as if a merge took the buffer
                 front.n = 0
         answers = []
-        for front, due in zip(fronts, dues):
+        for front in fronts:
             if knob == 7 and len(urls) and front.n + len(urls) <= len(front.buf):
                 answers.append(front.accept(fps, urls))
             else:
-                answers.append(front.submit(due, fps, urls))
+                answers.append(front.submit(fps, urls))
             if answers[-1].__class__ is tuple:                # Python would journal it; here: skip
                 n, m = answers[-1]
                 front.n = n + m
@@ -207,32 +203,43 @@ def test_compiled_and_python_fronts_agree(window_bytes: int) -> None:
 @pytest.mark.parametrize("cls", [pytest.param("DueFront", marks=compiled), "PyFront"])
 def test_the_front_hands_back_when_python_must_look(cls: str) -> None:
     front = make_front(getattr(front_module, cls))
-    due = Due()
+    calls = []
+    front.slow = lambda fps, urls: calls.append(("slow", list(urls))) or ["from slow"]
+    front.finish = lambda r: calls.append(("finish", r)) or ["from finish"]
     fps, urls = batch([1, 2, 3])
-    assert front.submit(due, fps, urls) == [] and front.n == 3 and front.checks == 3 and front.dirty
-    assert front.submit(due, fps, urls) == []                    # all hits: nothing new
-    due._delivered = ["a release"]
-    assert front.submit(due, *batch([4])) is None and front.n == 3  # URLs to hand out first
-    due._delivered = []
-    assert front.submit(due, fps, tuple(urls)) is None          # not a list
-    assert front.submit(due, np.array([], dtype=np.uint64), []) is None
+    assert front.submit(fps, urls) == [] and front.n == 3 and front.checks == 3 and front.dirty
+    assert front.submit(fps, urls) == []                         # all hits: nothing new
+    assert calls == []
+    front.attention = True
+    assert front.submit(*batch([4])) == ["from slow"] and front.n == 3   # URLs to hand out first
+    front.attention = False
+    assert front.submit(fps, tuple(urls)) == ["from slow"]               # not a list
+    assert front.submit(np.array([], dtype=np.uint64), []) == ["from slow"]
+    assert calls == [("slow", batch([4])[1]), ("slow", urls), ("slow", [])] and front.checks == 6
+    calls.clear()
     front.look_at = 4
-    assert front.submit(due, *batch([4])) == 1 and front.n == 4  # the buffer reached look_at
+    assert front.submit(*batch([4])) == ["from finish"] and front.n == 4  # the buffer reached look_at
     front.look_at = 100
     front.fsync_at = 0.0
-    assert front.submit(due, *batch([5])) == 1                   # the fsync is due
-    assert front.submit(due, *batch([5])) == []                  # (only when something was written)
+    assert front.submit(*batch([5])) == ["from finish"]          # the fsync is due
+    assert front.submit(*batch([5])) == []                       # (only when something was written)
     front.fsync_at = float("inf")
     front.merge_done = True
-    assert front.submit(due, *batch([6])) == 1
+    assert front.submit(*batch([6])) == ["from finish"]
+    assert calls == [("finish", 1), ("finish", 1), ("finish", 1)]
     front.merge_done = False
     front.n = len(front.buf)
-    assert front.submit(due, *batch([7])) is None                # no room: Python grows the buffer
+    calls.clear()
+    assert front.submit(*batch([7])) == ["from slow"] and calls == [("slow", batch([7])[1])]  # no room
     with pytest.raises(ValueError):
         front.accept(*batch([7]))
     front.n = 6
     with pytest.raises(ValueError):
-        front.submit(due, fps, urls[:2])
+        front.submit(fps, urls[:2])
+    front.slow = lambda fps, urls: 1 / 0                         # what Python raises comes out
+    front.attention = True
+    with pytest.raises(ZeroDivisionError):
+        front.submit(fps, urls)
 
 
 @compiled
