@@ -141,6 +141,7 @@ class Journal:
         self._mapper: ThreadPoolExecutor | None = None   # maps the next window ahead of time
         self._next: Future | None = None                 # -> (file offset, mmap) of the next window
         self._retired: Future | None = None              # the last closed segment's unmap and cut
+        self._segment_syncer: ThreadPoolExecutor | None = None   # fsyncs a merge's segments
 
     # --- segments ------------------------------------------------------------
 
@@ -248,6 +249,16 @@ class Journal:
             finally:
                 os.close(fd)
 
+    def fsync_segments_soon(self, seqs: list[int]) -> Future | None:
+        """Start making closed segments durable in a helper thread; a merge sorts and
+        passes over the set meanwhile and waits for the result before it commits.
+        (One merge runs at a time, so only one thread ever calls this.)"""
+        if not self.durable:
+            return None
+        if self._segment_syncer is None:
+            self._segment_syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="due-journal-merge-fsync")
+        return self._segment_syncer.submit(self.fsync_segments, list(seqs))
+
     def bytes_on_disk(self) -> int:
         total = 0
         for seq in self.existing():
@@ -295,6 +306,9 @@ class Journal:
         if self._mapper is not None:
             self._mapper.shutdown(wait=True)
             self._mapper = None
+        if self._segment_syncer is not None:
+            self._segment_syncer.shutdown(wait=True)
+            self._segment_syncer = None
         if self._syncer is not None:
             self._syncer.shutdown(wait=True)
             self._syncer = None
