@@ -19,7 +19,11 @@ lengths followed by the concatenated URLs. The active segment is written
 through a shared file mapping of a 4 MiB window, preallocated: appending is a
 copy into the page cache with no system call, a killed process loses nothing
 it wrote, and only the current window (and the next, which a helper thread
-reserves and maps ahead of time) counts in the process's RSS. After a
+reserves and maps ahead of time) counts in the process's RSS. A segment
+starts with a window sized from the last one's length (from 64 KiB: a
+crawl's early merges rotate segments of a few KB, and reserving, faulting in
+and cutting back two 4 MiB windows per merge was ~40% of such a merge's
+CPU); windows then grow fourfold up to 4 MiB. After a
 crash the segment ends in a torn record or in unused (zero) reserve; the crc
 and the tag find the end and recovery truncates the segment there.
 
@@ -60,6 +64,7 @@ LENGTH_DTYPE = np.dtype("<u4")
 READ_CHUNK_BYTES = 8 << 20   # sequential reads of a segment, bounded memory
 WINDOW_BYTES = 4 << 20       # the active segment is reserved and mapped this much at a time
 NEXT_OVERLAP_BYTES = 1 << 20  # the next window starts this far before the current one ends
+SMALL_WINDOW_BYTES = 64 << 10  # the least a segment starts with when the last one was small
 URL_ENCODING = "utf-8"
 URL_ERRORS = "surrogatepass"  # never fail on a str the caller gave us
 _NEWLINE = b"\n"
@@ -71,6 +76,15 @@ _POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # Linux only; elsewhere pages fau
 # released) takes those faults when the mapper thread maps the window. Without
 # the extension they stay where they were.
 _POPULATE_WRITE = getattr(NATIVE, "due_populate_write", None)
+
+
+def first_window_bytes(last_segment_bytes: int | None) -> int:
+    """The first window of a new segment: twice what the last segment held, as a power
+    of two from SMALL_WINDOW_BYTES to WINDOW_BYTES (WINDOW_BYTES when it is not known)."""
+    if last_segment_bytes is None:
+        return WINDOW_BYTES
+    want = max(SMALL_WINDOW_BYTES, 1 << max(0, 2 * last_segment_bytes - 1).bit_length())
+    return min(WINDOW_BYTES, want)
 
 
 def segment_name(seq: int) -> str:
@@ -155,14 +169,15 @@ class Journal:
 
     def open_segment(self, seq: int) -> None:
         """Start appending to a new, empty segment `seq` (closing the active one)."""
+        size = first_window_bytes(self.active_bytes if self.window is not None else None)
         self.close(wait=False)
         fd = os.open(self.path(seq), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _reserve(fd, 0, WINDOW_BYTES)
+            _reserve(fd, 0, size)
             # Not populated here: that takes ~8 ms per 4 MiB, and a merge rotates the
             # segment on the caller's thread, so every early merge of a few URLs paid it.
             # The mapper thread populates the window below while appends begin.
-            mm = mmap.mmap(fd, WINDOW_BYTES, flags=mmap.MAP_SHARED, offset=0)
+            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, offset=0)
         except OSError as exc:
             os.close(fd)
             self.failed = exc                     # appends raise OSError until a segment opens again
@@ -387,10 +402,14 @@ class Journal:
         self._mapper_pool()
         if old is not None:
             self._mapper.submit(old.close)
-        start = self.window_at + len(self.window) - NEXT_OVERLAP_BYTES
+        length = len(self.window)
+        overlap, following = NEXT_OVERLAP_BYTES, WINDOW_BYTES
+        if length < WINDOW_BYTES:                  # a segment's small first windows grow
+            overlap, following = min(overlap, length // 2), min(WINDOW_BYTES, 4 * length)
+        start = self.window_at + length - overlap
         start -= start % mmap.ALLOCATIONGRANULARITY
         if start > self.window_at:
-            self._next = self._mapper.submit(_reserve_and_map, self._fd, start, WINDOW_BYTES)
+            self._next = self._mapper.submit(_reserve_and_map, self._fd, start, following)
 
     def _take_next(self, size: int) -> tuple[int, mmap.mmap] | None:
         """The prepared next window if it holds [append position, + size), else None (it is dropped)."""

@@ -514,3 +514,40 @@ def test_journal_append_after_a_failed_segment_open_raises_oserror(tmp_path, mon
     with pytest.raises(OSError) as info:
         j.append(np.array([1], dtype=np.uint64), ["http://a.test/"])
     assert info.value.errno == errno.ENOSPC
+
+
+def test_a_segment_after_a_small_one_starts_small_and_its_windows_grow(tmp_path: Path) -> None:
+    """Early merges rotate segments of a few KB: the next segment starts with a small
+    window (less to reserve, fault in and cut back), and its windows grow fourfold
+    up to WINDOW_BYTES as it fills; every record reads back."""
+    import crawler.due.journal as journal_module
+    small, full = journal_module.SMALL_WINDOW_BYTES, journal_module.WINDOW_BYTES
+    assert journal_module.first_window_bytes(None) == full
+    assert journal_module.first_window_bytes(2_000) == small
+    assert journal_module.first_window_bytes(small) == 2 * small
+    assert journal_module.first_window_bytes(50 * full) == full
+    journal = Journal(tmp_path)
+    journal.open_segment(1)
+    assert len(journal.window) == full                  # nothing known yet
+    fps, urls = batch(list(range(2, 30)))
+    journal.append(fps, urls)
+    journal.open_segment(2)
+    assert len(journal.window) == small
+    assert (tmp_path / "j00000002.log").stat().st_size == small
+    rng = np.random.default_rng(9)
+    lengths, written, kept = [], 0, []
+    while written < 3 * full:
+        n = int(rng.integers(50, 400))
+        fps = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+        urls = [f"http://grow.test/{written}/{i}" for i in range(n)]
+        journal.append(fps, urls)
+        kept += urls
+        written = journal.active_bytes
+        if not lengths or lengths[-1] != len(journal.window):
+            lengths.append(len(journal.window))
+    journal.shutdown()
+    assert lengths[:4] == [small, 4 * small, 16 * small, min(full, 64 * small)]
+    assert lengths[-1] == full and lengths == sorted(lengths)
+    assert journal.scan(2).urls == kept
+    assert journal.scan(1).urls == batch(list(range(2, 30)))[1]
+    assert (tmp_path / "j00000002.log").stat().st_size == written     # cut back to its records
