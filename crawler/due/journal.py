@@ -80,9 +80,10 @@ _POPULATE_WRITE = getattr(NATIVE, "due_populate_write", None)
 
 def first_window_bytes(last_segment_bytes: int | None) -> int:
     """The first window of a new segment: twice what the last segment held, as a power
-    of two from SMALL_WINDOW_BYTES to WINDOW_BYTES (WINDOW_BYTES when it is not known)."""
+    of two from SMALL_WINDOW_BYTES to WINDOW_BYTES (SMALL_WINDOW_BYTES when it is not
+    known: a fast writer's windows reach WINDOW_BYTES within three slides)."""
     if last_segment_bytes is None:
-        return WINDOW_BYTES
+        return min(WINDOW_BYTES, SMALL_WINDOW_BYTES)
     want = max(SMALL_WINDOW_BYTES, 1 << max(0, 2 * last_segment_bytes - 1).bit_length())
     return min(WINDOW_BYTES, want)
 

@@ -522,13 +522,13 @@ def test_a_segment_after_a_small_one_starts_small_and_its_windows_grow(tmp_path:
     up to WINDOW_BYTES as it fills; every record reads back."""
     import crawler.due.journal as journal_module
     small, full = journal_module.SMALL_WINDOW_BYTES, journal_module.WINDOW_BYTES
-    assert journal_module.first_window_bytes(None) == full
+    assert journal_module.first_window_bytes(None) == small
     assert journal_module.first_window_bytes(2_000) == small
     assert journal_module.first_window_bytes(small) == 2 * small
     assert journal_module.first_window_bytes(50 * full) == full
     journal = Journal(tmp_path)
     journal.open_segment(1)
-    assert len(journal.window) == full                  # nothing known yet
+    assert len(journal.window) == small                 # nothing known yet
     fps, urls = batch(list(range(2, 30)))
     journal.append(fps, urls)
     journal.open_segment(2)
