@@ -4,6 +4,7 @@
     python bench/due_bench.py --only due --fingerprints 100000000
     python bench/due_bench.py --only redis --fingerprints 5000000
     python bench/due_bench.py --only budget --fingerprints 5000000   # ns per check, step by step
+    python bench/due_bench.py --fingerprints 5000000 --rounds 3       # medians of 3 alternating rounds
 
 The stream is crawl-shaped: pages whose link counts follow Broder, Najork &
 Wiener's trace (log-normal, mean 62.55, median 23), each link being a new URL
@@ -57,6 +58,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -721,9 +723,41 @@ def run_one(args) -> dict:
 
 
 def run_all(args) -> dict:
-    """Each implementation in its own process (so peak RSS is its own)."""
-    results = {}
+    """Each implementation in its own process (so peak RSS is its own), `--rounds` times.
+
+    With several rounds the order alternates (DUE first, then last) and each
+    figure is the median over the rounds; the ratios to Redis and the set are
+    the medians of each round's own ratio: a round's runs are minutes apart,
+    and this VM's speed (and Redis's above all) moves between quiet stretches.
+    """
     plan = [("due", args.fingerprints), ("set", args.baseline_fingerprints), ("redis", args.baseline_fingerprints)]
+    rounds = []
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            log(f"round {r + 1} of {args.rounds}")
+        rounds.append(run_round(args, plan if r % 2 == 0 else plan[::-1]))
+    per_round = [summarize(args, res) for res in rounds]
+    summary = dict(per_round[0])
+    if args.rounds > 1:
+        for key in ("checks_per_s", "checks_per_s_no_cpu_wait", "redis_checks_per_s", "set_checks_per_s",
+                    "checks_per_cpu_s", "redis_checks_per_cpu_s", "set_checks_per_cpu_s", "cpu_speed_vs_redis",
+                    "cpu_speed_vs_set", "speed_vs_redis", "speed_vs_set", "peak_rss_mb", "ram_per_url_vs_redis"):
+            values = [s[key] for s in per_round if s.get(key) is not None]
+            if values:
+                summary[key] = round(statistics.median(values), 4)
+        summary["rounds"] = [{k: s[k] for k in ("checks_per_s", "redis_checks_per_s", "speed_vs_redis",
+                                                 "cpu_speed_vs_redis", "steal_pct")} for s in per_round]
+        for i, s in enumerate(per_round, 1):
+            log(f"round {i}: DUE {s['checks_per_s'] / 1e6:.2f}M checks/s, Redis {s['redis_checks_per_s'] / 1e6:.2f}M, "
+                f"{s['speed_vs_redis']}x (per CPU second {s['cpu_speed_vs_redis']}x), steal {s['steal_pct']}%")
+        log(f"median of {args.rounds} rounds: DUE is {summary['speed_vs_redis']}x Redis's checks/s "
+            f"(per CPU second {summary['cpu_speed_vs_redis']}x)")
+    return summary
+
+
+def run_round(args, plan: list[tuple[str, int]]) -> dict:
+    """One run of each implementation, each in its own process; their results by name."""
+    results = {}
     for impl, n in plan:
         cmd = [sys.executable, __file__, "--only", impl, "--fingerprints", str(n), "--seed", str(args.seed),
                "--buffer-size", str(args.buffer_size), "--cache-size", str(args.cache_size),
@@ -743,6 +777,11 @@ def run_all(args) -> dict:
             raise SystemExit(f"{impl} run failed ({proc.returncode})")
         results[impl] = json.loads(lines[-1])
         log(f"{impl}: {json.dumps({k: v for k, v in results[impl].items() if k != 'progress'})}")
+    return results
+
+
+def summarize(args, results: dict) -> dict:
+    """The figures and ratios of one round."""
     due, redis, pyset = results["due"], results["redis"], results["set"]
     summary = {
         "calls": due["calls"], "call_sizes": due["call_sizes"],
@@ -798,6 +837,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workload", default=None,
                     help="keep the generated stream at this path prefix and reuse it on later runs")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every implementation this many times (order alternating); medians")
     ap.add_argument("--dir", default=None, help="scratch directory (default: the system's temp dir)")
     ap.add_argument("--generate-only", metavar="PATH", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
