@@ -22,7 +22,7 @@ it wrote, and only the current window (and the next, which a helper thread
 reserves and maps ahead of time) counts in the process's RSS. A segment
 starts with a window sized from the last one's length (from 64 KiB: a
 crawl's early merges rotate segments of a few KB, and reserving, faulting in
-and cutting back two 4 MiB windows per merge was ~40% of such a merge's
+and cutting back two 4 MiB windows per merge was ~45% of such a merge's
 CPU); windows then grow fourfold up to 4 MiB. After a
 crash the segment ends in a torn record or in unused (zero) reserve; the crc
 and the tag find the end and recovery truncates the segment there.
