@@ -387,6 +387,9 @@ class Frontier:
             self._loop = asyncio.get_running_loop()
         if not self._waiters:
             item = self._pick()
+            if item is not None and self._closed:    # see _dispatch: the pick's journal write failed
+                self.requeue(*item)
+                return None
             if item is not None:
                 return item
         fut = self._loop.create_future()
@@ -495,7 +498,10 @@ class Frontier:
             item = self._pick()
             if item is None:
                 break
-            waiters.popleft().set_result(item)       # nothing runs between the check and this
+            if self._closed:                         # _pick journals the fetch start; a failed write
+                self.requeue(*item)                  # stops the node, which closes us (and the waiters)
+                return
+            waiters.popleft().set_result(item)       # nothing else runs between the check and this
         if self._waiting:
             self._arm(self._waiting[0][0])
 

@@ -200,3 +200,51 @@ async def test_sync_soon_fsyncs_off_the_loop_and_checkpoints_hand_over_the_old_j
     again = Frontier(config, workers=1, directory=tmp_path)
     assert again.queued == 8
     again.shutdown()
+
+
+async def test_a_journal_failure_while_handing_out_a_url_closes_cleanly(tmp_path):
+    """Handing a URL to a waiting worker journals its start; when that write fails, the node's
+    storage-error handler closes the frontier right inside the hand-out. The waiting worker gets
+    None (the frontier is closed), the URL stays queued, and nothing raises in the loop's timer
+    callback (it raised IndexError: the close had emptied the waiters mid-dispatch)."""
+    import os
+    loop = asyncio.get_running_loop()
+    errors = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    config = FrontierConfig(resume_wait_s=0.0)
+    f = Frontier(config, workers=1, directory=tmp_path)
+    f.on_storage_error = lambda exc: f.close()
+    f.add_many([(f"http://a.test/{i}", "a.test", 0.0) for i in range(3)])
+    host, url = await asyncio.wait_for(f.get(), 2)
+    f.release(host, 0.05, confirmed=True)          # the host's next URL waits out its delay
+    waiting = asyncio.create_task(f.get())
+    await asyncio.sleep(0)
+    journal = f._journal
+    real_fd, journal._fd = journal._fd, os.open(os.devnull, os.O_RDONLY)   # every write now fails
+    try:
+        assert await asyncio.wait_for(waiting, 2) is None
+        await asyncio.sleep(0.01)
+        assert errors == []
+        assert f.queued == 2 and await f.get() is None
+    finally:
+        os.close(journal._fd)
+        journal._fd = real_fd
+        loop.set_exception_handler(None)
+        f.shutdown()
+
+
+async def test_a_journal_failure_in_a_direct_get_returns_none(tmp_path):
+    """The same failure on get()'s own path (a host ready, no worker waiting): None, URL kept."""
+    import os
+    f = Frontier(FrontierConfig(resume_wait_s=0.0), workers=1, directory=tmp_path)
+    f.on_storage_error = lambda exc: f.close()
+    f.add_many([("http://a.test/0", "a.test", 0.0)])
+    journal = f._journal
+    real_fd, journal._fd = journal._fd, os.open(os.devnull, os.O_RDONLY)
+    try:
+        assert await asyncio.wait_for(f.get(), 2) is None
+        assert f.queued == 1
+    finally:
+        os.close(journal._fd)
+        journal._fd = real_fd
+        f.shutdown()
