@@ -47,3 +47,9 @@ async def test_metrics_endpoint_matches_summary(tmp_path):
     assert total(values, "crawler_links_extracted_total") == summary["links"]
     assert total(values, "crawler_frontier_urls") == 0
     assert total(values, "crawler_splitter_urls_total", destination="0", kind="local") > 0
+    # Where the CPU went: the phases add up to the whole, and crawling is most of it.
+    phases = summary["cpu_phases_s"]
+    assert set(phases) == {"start", "crawl", "finish"} and min(phases.values()) >= 0
+    assert abs(sum(phases.values()) - summary["cpu_s"]) <= 0.005
+    assert phases["crawl"] > phases["start"]
+    assert 0 <= summary["due"]["merge_cpu_seconds"] <= summary["cpu_s"]
