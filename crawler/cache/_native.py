@@ -26,3 +26,9 @@ def _load() -> ModuleType | None:
 
 
 NATIVE: ModuleType | None = _load()
+
+
+def native_or(name: str, twin):
+    """The compiled kernel's function `name`, or its pure-Python `twin` when the kernel was not
+    built or lacks it (a stale build): each module picks its kernels with this once, at import."""
+    return getattr(NATIVE, name) if NATIVE is not None and hasattr(NATIVE, name) else twin

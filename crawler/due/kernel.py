@@ -34,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from crawler.cache._native import NATIVE
+from crawler.cache._native import native_or
 from crawler.due.journal import RECORD_HEADER, TAG_LINES, URL_ENCODING
 
 _PACK_INTO = RECORD_HEADER.pack_into
@@ -79,5 +79,5 @@ def py_submit(cache, fps: np.ndarray, urls: list[str], buf: np.ndarray, n: int,
     return m, size
 
 
-submit = NATIVE.due_submit if NATIVE is not None and hasattr(NATIVE, "due_submit") else py_submit
+submit = native_or("due_submit", py_submit)
 COMPILED: bool = submit is not py_submit

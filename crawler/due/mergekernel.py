@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from crawler.cache._native import NATIVE
+from crawler.cache._native import native_or
 
 FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
@@ -230,16 +230,12 @@ def py_pick(urls: list[str], positions: np.ndarray) -> list[str]:
 
 # --- the kernels in use ------------------------------------------------------------------
 
-def _native(name: str, twin):
-    return getattr(NATIVE, name) if NATIVE is not None and hasattr(NATIVE, name) else twin
-
-
-sort_unique_into = _native("due_sort_unique", py_sort_unique)
-find_new = _native("due_find_new", py_find_new)
-write_buckets = _native("due_write_buckets", py_write_buckets)
-fsync_files = _native("due_fsync_files", py_fsync_files)
-remove_files = _native("due_remove_files", py_remove_files)
-pick = _native("due_pick", py_pick)
+sort_unique_into = native_or("due_sort_unique", py_sort_unique)
+find_new = native_or("due_find_new", py_find_new)
+write_buckets = native_or("due_write_buckets", py_write_buckets)
+fsync_files = native_or("due_fsync_files", py_fsync_files)
+remove_files = native_or("due_remove_files", py_remove_files)
+pick = native_or("due_pick", py_pick)
 COMPILED: bool = find_new is not py_find_new
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from crawler.config.schema import SplitterConfig
 from crawler.splitter.owner import Partitioner
+from crawler.splitter.routekernel import split_owners
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
 from crawler.urls import host_of
 
@@ -56,18 +57,10 @@ class HostSplitter:
             if self.log is not None:
                 self.log.append(fps, np.full(n, self.node_id, np.uint16), np.zeros(n, np.uint16))
             return fps, urls
-        owners = self._owners(urls)
         me = self.node_id
-        # Plain lists, one pass: for a page's ~50 links a dozen small numpy calls cost more
-        # than the work (a 50-link page: 80 us before, 38 us now; most of it was call overhead).
-        cross_idx = [i for i, o in enumerate(owners) if o != me]
+        owners, cross_idx, keep, keep_urls = split_owners(urls, self._owner_by_origin, self._resolve, me,
+                                                          _AUTHORITY_START, self._dest_counts)
         n_cross = len(cross_idx)
-        counts = self._dest_counts
-        if n_cross == 0:
-            counts[me] += n
-        else:
-            for o in owners:
-                counts[o] += 1
         hit = None                              # bool per URL, or per cross URL (scope `cross`)
         if self.cache is not None and (self._scope_all or n_cross):
             hit = self.cache.check_and_add_many(fps if self._scope_all else fps[cross_idx]).tolist()
@@ -80,16 +73,14 @@ class HostSplitter:
         if self._scope_all and hit is not None:
             outgoing = [i for i in cross_idx if not hit[i]]
             keep = [i for i, o in enumerate(owners) if o == me and not hit[i]]
+            keep_urls = None if len(keep) == n else [urls[i] for i in keep]
         else:
             outgoing = cross_idx if hit is None else [i for i, h in zip(cross_idx, hit) if not h]
-            if not n_cross:
-                return fps, urls
-            keep = [i for i, o in enumerate(owners) if o == me]
         if outgoing:
             await self._append_many(owners, urls, outgoing)
-        if len(keep) == n:
+        if keep_urls is None:                   # every URL is ours
             return fps, urls
-        return fps[keep], [urls[i] for i in keep]
+        return fps[keep], keep_urls
 
     def _log(self, fps: np.ndarray, owners: list[int], cross_idx: list[int], hit: list[bool] | None) -> None:
         """The stream log's record of one page: destination and flags per URL."""
@@ -105,23 +96,13 @@ class HostSplitter:
             flags[hits] |= FLAG_CACHE_HIT
         self.log.append(fps, np.array(owners, dtype=np.uint16), flags)
 
-    def _owners(self, urls: list[str]) -> list[int]:
-        """Owner of each URL, memoised by its `scheme://authority` prefix: a page's links share a
-        few prefixes, and finding the prefix is one `str.find` where `host_of` parses the
-        authority. Hot path: once per routed link."""
+    def _resolve(self, origin: str, url: str) -> int:
+        """The owner of a URL whose `scheme://authority` prefix the memo lacks (split_owners)."""
         memo = self._owner_by_origin
-        out = []
-        append = out.append
-        for url in urls:
-            cut = url.find("/", _AUTHORITY_START)
-            origin = url[:cut] if cut >= 0 else url
-            owner = memo.get(origin)
-            if owner is None:
-                if len(memo) >= _ORIGIN_MEMO_LIMIT:
-                    memo.clear()
-                owner = memo[origin] = self.partitioner.owner(host_of(url))
-            append(owner)
-        return out
+        if len(memo) >= _ORIGIN_MEMO_LIMIT:
+            memo.clear()
+        owner = memo[origin] = self.partitioner.owner(host_of(url))
+        return owner
 
     @property
     def by_destination(self) -> dict[int, int]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crawler.cache._native import NATIVE
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due import mergekernel as mk
 from crawler.due.disk import DiskDUE
@@ -47,7 +48,7 @@ def test_sort_unique_agrees(n: int) -> None:
 def use(monkeypatch, twins: bool) -> None:
     """Make diskset (and everything else) call the twins, or the compiled kernels."""
     for name in KERNELS:
-        monkeypatch.setattr(mk, name, TWINS[name] if twins else getattr(mk.NATIVE, "due_" + name.removesuffix("_into")))
+        monkeypatch.setattr(mk, name, TWINS[name] if twins else getattr(NATIVE, "due_" + name.removesuffix("_into")))
 
 
 @compiled

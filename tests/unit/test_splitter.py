@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from crawler.config.schema import SplitterConfig
 from crawler.splitter import (FLAG_CACHE_HIT, FLAG_CROSS, HostSplitter, Partitioner, StreamLog,
                               read_header, read_records, rendezvous_owner)
+from crawler.splitter import routekernel
 from crawler.urls import fingerprints, host_fingerprint
 
 
@@ -115,23 +116,101 @@ def test_stream_log_rotates_and_rejects_foreign_files(tmp_path):
         read_header(bad)
 
 
-def test_owner_memo_by_origin_agrees_with_the_host_owner():
-    """The per-origin memo must give every URL its host's owner: http and https, ports,
-    userinfo, one-letter hosts, IPv6 literals, and a URL with no path at all."""
-    from crawler.urls import host_of
+_TWINS = [pytest.param(routekernel.py_split_owners, id="python"),
+          pytest.param(routekernel.split_owners, id="compiled",
+                       marks=pytest.mark.skipif(not routekernel.COMPILED, reason="the compiled extension is not built"))]
 
-    p = Partitioner(7)
-    splitter = HostSplitter(SplitterConfig(), 0, p, None, lambda peer, urls: None)
+
+def _awkward_urls() -> list[str]:
+    """http and https, ports, userinfo, one-letter hosts, IPv6 literals, and URLs with no path."""
     urls = []
     for i in range(300):
         host = f"h{i}.test"
         urls += [f"http://{host}/a", f"https://{host}/b?x=1", f"http://{host}:8080/c", f"https://u:pw@{host}/d",
                  f"http://{host[0]}/e", f"https://{host[0]}/f"]
-    urls += ["http://[::1]/x", "https://[2001:db8::1]:8443/y", "http://a.test", "https://b.test"]
-    got = splitter._owners(urls) + splitter._owners(urls)          # second pass: all from the memo
-    want = [p.owner(host_of(u)) for u in urls] * 2
-    assert got == want
+    return urls + ["http://[::1]/x", "https://[2001:db8::1]:8443/y", "http://a.test", "https://b.test",
+                   "http://\u00e9t\u00e9.test/caf\u00e9", "http://xn--tt-bja.test/"]
+
+
+@pytest.mark.parametrize("memo_limit", [None, 50])
+def test_owner_memo_by_origin_agrees_with_the_host_owner(monkeypatch, memo_limit):
+    """The splitter's per-origin memo must give every URL its host's owner, also when the
+    memo starts over (its limit, lowered to 50 in one run)."""
+    from crawler.splitter import splitter as splitter_module
+    from crawler.urls import host_of
+
+    if memo_limit:
+        monkeypatch.setattr(splitter_module, "_ORIGIN_MEMO_LIMIT", memo_limit)
+    p = Partitioner(7)
+    sent = []
+
+    async def send(peer: int, batch: list[str]) -> None:
+        sent.extend(batch)
+
+    splitter = HostSplitter(SplitterConfig(), 0, p, None, send)
+    urls = _awkward_urls()
+    fps = fingerprints(urls)
+    want = [p.owner(host_of(u)) for u in urls]
+    for _ in range(2):                                                  # second pass: all from the memo
+        kept_fps, kept = asyncio.run(splitter.route(urls, fps))
+        assert kept == [u for u, o in zip(urls, want) if o == 0]
+        assert kept_fps.tolist() == fingerprints(kept).tolist()
     assert len(set(want)) == 7
+    assert splitter.by_destination == dict(Counter(want * 2))
+    asyncio.run(splitter.flush_all())
+    assert sorted(sent) == sorted(u for u, o in zip(urls * 2, want * 2) if o != 0)
+    prefixes = {u[:u.find("/", 8)] if u.find("/", 8) > 0 else u for u in urls}
+    if memo_limit is None:
+        assert len(splitter._owner_by_origin) == len(prefixes)
+    else:
+        assert 0 < len(splitter._owner_by_origin) <= memo_limit < len(prefixes)
+
+
+@pytest.mark.parametrize("split_owners", _TWINS)
+def test_split_owners_against_a_per_url_model(split_owners):
+    """Owners, cross and kept indexes, the kept URLs and the per-destination counts; `resolve` is
+    called once per prefix the memo lacks (it fills the memo), and its answer is what counts."""
+    from crawler.urls import host_of
+
+    p = Partitioner(5)
+    urls = _awkward_urls()
+    for me in range(5):
+        memo, calls = {}, []
+
+        def resolve(origin: str, url: str) -> int:
+            calls.append(origin)
+            owner = memo[origin] = p.owner(host_of(url))
+            return owner
+
+        counts = [10] * 5
+        owners, cross, keep, keep_urls = split_owners(urls, memo, resolve, me, 8, counts)
+        want = [p.owner(host_of(u)) for u in urls]
+        assert owners == want
+        assert cross == [i for i, o in enumerate(want) if o != me]
+        assert keep == [i for i, o in enumerate(want) if o == me]
+        assert keep_urls == [urls[i] for i in keep]
+        assert counts == [10 + want.count(d) for d in range(5)]
+        assert len(calls) == len(set(calls)) == len(memo)
+        again = split_owners(urls, memo, resolve, me, 8, [0] * 5)
+        assert again[0] == want and len(calls) == len(memo)            # the memo answered every URL
+
+
+@pytest.mark.parametrize("split_owners", _TWINS)
+def test_split_owners_edges(split_owners):
+    """No cross URL: (None, None) for the kept part; no URL at all; a prefix-only URL; and
+    an owner outside the cluster, or a bad `me`, is an error, not a silent miscount."""
+    memo = {"http://a.test": 1}
+    assert split_owners(["http://a.test/x", "http://a.test"], memo, None, 1, 8, [0, 0]) == ([1, 1], [], None, None)
+    assert split_owners([], memo, None, 0, 8, [0, 0]) == ([], [], None, None)
+    counts = [0, 0]
+    assert split_owners(["http://a.test/x"], memo, None, 0, 8, counts) == ([1], [0], [], [])
+    assert counts == [0, 1]
+    with pytest.raises(ValueError):
+        split_owners(["http://b.test/x"], {}, lambda origin, url: 2, 0, 8, [0, 0])
+    with pytest.raises(ValueError):
+        split_owners(["http://a.test/x"], memo, None, 2, 8, [0, 0])
+    with pytest.raises(ZeroDivisionError):                             # resolve's own error comes out
+        split_owners(["http://b.test/x"], {}, lambda origin, url: 1 // 0, 0, 8, [0, 0])
 
 
 _link = st.tuples(st.integers(0, 11), st.integers(0, 15)).map(lambda hp: f"http://h{hp[0]}.test/p{hp[1]}")
