@@ -1,10 +1,12 @@
 """`crawler cluster -c FILE`: run every node of the file that lives on this machine.
 
-Each node is its own child process (`crawler run -c FILE --node ID`), so a
-node's crash is its own and each gets a core. The supervisor forwards
-SIGTERM/SIGINT to the children, prints one combined progress line read from
-the nodes' /metrics endpoints, and when every child has exited prints each
-node's summary line and, last, one cluster summary line with the totals.
+Each node is its own process running `crawler run -c FILE --node ID`, so a
+node's crash is its own and each gets a core; the nodes are forked from one
+launcher process that has imported the crawler once (crawler/launcher.py).
+The supervisor forwards SIGTERM/SIGINT to the nodes, prints one combined
+progress line read from the nodes' /metrics endpoints, and when every node
+has exited prints each node's summary line and, last, one cluster summary
+line with the totals.
 It exits non-zero if any node failed.
 
 A node that fails stops the crawl: the others could never finish it (the
@@ -55,6 +57,7 @@ def is_local_address(host: str) -> bool:
 
 
 PR_SET_PDEATHSIG = 1      # prctl(2) option: a signal for this process when its parent dies
+NODE_LINE_LIMIT = 1 << 20  # longest line read from a node's standard output (its summary)
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -69,10 +72,94 @@ def die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
+class NodeProcess:
+    """A node the launcher forked (crawler/launcher.py): its pid and exit code come from the
+    launcher's report, its standard output through a pipe of ours."""
+
+    def __init__(self, node_id: int, stdout: asyncio.StreamReader) -> None:
+        self.node_id = node_id
+        self.stdout = stdout
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def send_signal(self, sig: int) -> None:
+        if self.pid is not None and self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def exited(self, code: int) -> None:
+        if self.returncode is None:
+            self.returncode = code
+            self._exited.set_result(code)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+
+async def launch_nodes(config_path: str, node_ids: list[int], env: dict[str, str]
+                       ) -> tuple[asyncio.Task, list[NodeProcess]]:
+    """Start the launcher and wait until it has forked every node (or died trying).
+
+    Each node's standard output is a pipe read here; the launcher's own is its report
+    (`started`/`exited` lines), read by the returned task, which ends when the launcher
+    has exited. Nodes the launcher never reported as exited (it was killed) get code 1.
+    """
+    loop = asyncio.get_running_loop()
+    procs, writers = [], []
+    try:
+        for node_id in node_ids:
+            r, w = os.pipe()
+            writers.append(w)
+            reader = asyncio.StreamReader(limit=NODE_LINE_LIMIT)
+            await loop.connect_read_pipe(lambda reader=reader: asyncio.StreamReaderProtocol(reader),
+                                         os.fdopen(r, "rb", buffering=0))
+            procs.append(NodeProcess(node_id, reader))
+        args = [sys.executable, "-m", "crawler.launcher", "-c", config_path]
+        for node_id, w in zip(node_ids, writers):
+            args += ["--node", f"{node_id}:{w}"]
+        launcher = await asyncio.create_subprocess_exec(
+            *args, "--progress-interval", "0", stdout=asyncio.subprocess.PIPE, env=env,
+            preexec_fn=die_with_parent(), pass_fds=writers)
+    finally:
+        for w in writers:
+            os.close(w)                      # the launcher (and each node) holds its own copy
+    by_id = {p.node_id: p for p in procs}
+    all_started = loop.create_future()
+
+    async def follow() -> None:
+        assert launcher.stdout is not None
+        async for raw in launcher.stdout:
+            word, node_id, value = (raw.decode(errors="replace").split() + ["", "", ""])[:3]
+            proc = by_id.get(int(node_id)) if node_id.isdigit() else None
+            if proc is None:
+                continue
+            if word == "started":
+                proc.pid = int(value)
+                if all(p.pid is not None for p in procs) and not all_started.done():
+                    all_started.set_result(None)
+            elif word == "exited":
+                proc.exited(int(value))
+        code = await launcher.wait()
+        for p in procs:
+            if p.returncode is None:
+                print(f"cluster: the launcher exited with code {code} before node {p.node_id} did",
+                      file=sys.stderr, flush=True)
+                p.exited(1)
+        if not all_started.done():
+            all_started.set_result(None)
+
+    launcher_task = asyncio.create_task(follow(), name="launcher")
+    await asyncio.wait([all_started, launcher_task], return_when=asyncio.FIRST_COMPLETED)
+    return launcher_task, procs
+
+
 @dataclass
 class Child:
     node_id: int
-    proc: asyncio.subprocess.Process
+    proc: NodeProcess
     metrics_url: str | None
     stdout: list[str] = field(default_factory=list)
     pages: int = 0
@@ -144,15 +231,10 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
-    children: list[Child] = []
-    arm = die_with_parent()
-    for n in local:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", "-c", str(config_path), "--node", str(n.id),
-            "--progress-interval", "0", stdout=asyncio.subprocess.PIPE, env=env, preexec_fn=arm)
-        url = (f"http://{config.metrics.bind}:{n.metrics_port}/metrics"
-               if config.metrics.enabled and n.metrics_port else None)
-        children.append(Child(n.id, proc, url))
+    launcher, procs = await launch_nodes(str(config_path), [n.id for n in local], env)
+    children = [Child(n.id, proc, (f"http://{config.metrics.bind}:{n.metrics_port}/metrics"
+                                   if config.metrics.enabled and n.metrics_port else None))
+                for n, proc in zip(local, procs)]
     print(f"cluster: started {len(children)} node(s): " +
           ", ".join(f"{c.node_id} (pid {c.proc.pid})" for c in children), file=sys.stderr, flush=True)
 
@@ -196,6 +278,7 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
     reporter = asyncio.create_task(progress()) if interval else None
     try:
         await asyncio.gather(*(collect(c) for c in children))
+        await launcher
     finally:
         if reporter is not None:
             reporter.cancel()

@@ -111,6 +111,13 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
         pids: dict[int, int] = {}
         try:
             pids = node_pids(stderr, proc)
+            # The nodes were forked by one launcher, the supervisor's child (crawler/launcher.py).
+            launchers = {parent_of(pid) for pid in pids.values()}
+            assert len(launchers) == 1 and parent_of(next(iter(launchers))) == proc.pid, (launchers, proc.pid)
+            pids[-1] = next(iter(launchers))
+            for node, pid in pids.items():       # each node names itself (ps -o comm, top)
+                if node >= 0:
+                    assert Path(f"/proc/{pid}/comm").read_text().strip() == f"crawler-node-{node}"
             wait_pages(web, 20, proc)
             proc.kill()
             proc.wait()
@@ -122,4 +129,8 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
             for pid in pids.values():            # never leave one behind, whatever failed above
                 if alive(pid):
                     os.kill(pid, signal.SIGKILL)
-    assert not left, f"nodes still running after their supervisor died: {left}"
+    assert not left, f"nodes (or their launcher, -1) still running after their supervisor died: {pids}, {left}"
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
