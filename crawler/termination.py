@@ -29,6 +29,7 @@ from typing import Callable
 log = logging.getLogger("crawler.termination")
 
 PROBE = "probe"
+BUSY_BACKOFF = 8          # rounds that find a busy node space out to this many times round_s
 STATUS = "status"
 DONE = "done"
 
@@ -82,20 +83,30 @@ class Termination:
         return dict(self._replies)
 
     async def run_coordinator(self) -> None:
-        """Node 0 only: poll until two consecutive quiet, unchanged rounds; then DONE."""
+        """Node 0 only: poll until two consecutive quiet, unchanged rounds; then DONE.
+
+        A round that finds another node busy doubles the wait before the next one, up to
+        BUSY_BACKOFF rounds' time: a coordinator whose own hosts are done would otherwise
+        wake every busy node ten times a second, each time for nothing, until the last
+        of them finishes. The end is then seen up to that much later.
+        """
         previous: dict[int, list] | None = None
+        wait_s = self.round_s
         while not self.done:
-            await asyncio.sleep(self.round_s)
+            await asyncio.sleep(wait_s)
             if self.nodes > 1 and not self._status().get("idle"):
                 # The cluster cannot be done while this node works: no round, so the other
                 # nodes are not woken ten times a second for the whole crawl.
-                previous = None
+                previous, wait_s = None, self.round_s
                 continue
             replies = await self._poll()
             self.rounds += 1
             if replies is None or not all(r.get("idle") for r in replies.values()):
                 previous = None
+                if replies is not None:
+                    wait_s = min(wait_s * 2, self.round_s * BUSY_BACKOFF)
                 continue
+            wait_s = self.round_s
             activity = {node: list(r.get("activity", ())) for node, r in replies.items()}
             if previous == activity:
                 log.info("termination: cluster idle in rounds %d and %d; done", self._round - 1, self._round)

@@ -211,7 +211,8 @@ class PeersConfig:
     spool_segment_bytes: int = _f(64 * 1024 * 1024, "Spool files are rotated beyond this size.", "bytes", min=4096)
     recv_buffer_batches: int = _f(32, "Per incoming connection: frames read but not yet processed.", "batches", min=1)
     max_handshakes: int = _f(64, "Incoming connections allowed in the handshake at once.", "connections", min=1)
-    termination_round_s: float = _f(0.1, "How often the coordinator (node 0) polls the cluster for the end of the crawl.", "s", min=0.001)
+    termination_round_s: float = _f(0.1, "How often the coordinator (node 0) polls the cluster for the end of the crawl; "
+                                         "while another node is busy the polls space out to 8 times this.", "s", min=0.001)
 
 
 # --- splitter, DUE ------------------------------------------------------------------

@@ -72,3 +72,20 @@ async def test_single_node_needs_no_messages():
     c = Cluster(1)
     await asyncio.wait_for(c.nodes[0].run_coordinator(), 1)
     assert c.done == [0]
+
+
+async def test_rounds_back_off_while_another_node_is_busy():
+    """An idle coordinator polls a busy cluster ever less often (doubling the wait up to
+    BUSY_BACKOFF rounds), and at the full rate again once all are idle."""
+    from crawler.termination import BUSY_BACKOFF
+
+    c = Cluster(3, round_s=0.01)
+    c.state[2]["idle"] = False
+    coordinator = asyncio.create_task(c.nodes[0].run_coordinator())
+    await asyncio.sleep(1.0)
+    busy_rounds = c.nodes[0].rounds
+    # Without the back-off ~100 rounds in 1 s; with it 0.01 + 0.02 + 0.04 + 0.08 s, then one per 0.08 s.
+    assert 5 <= busy_rounds <= 1.0 / (0.01 * BUSY_BACKOFF) + 6, busy_rounds
+    c.state[2]["idle"] = True
+    await asyncio.wait_for(coordinator, 2)
+    assert sorted(c.done) == [0, 1, 2]
