@@ -5,7 +5,11 @@ fresh copy of the synthetic test web (a child process too). The nodes' CPU is
 read with RUSAGE_CHILDREN around the cluster run (the web server is still
 running then, so its CPU is not in the figure), and divided by the pages the
 cluster fetched. Rounds alternate the order; medians and the ratio are
-printed, the last line is JSON.
+printed, and the median of each round's own ratio (its two runs are minutes
+apart, so a slow hour moves both), also over the rounds whose runs both saw
+at most 2% hypervisor steal (read from /proc/stat around each run: on a
+shared virtual machine, steal comes with slower caches and memory, and CPU
+per page rises with it); the last line is JSON.
 
 A third run per round is the control: three independent one-node crawls at
 once, each of its own copy of a web a third the size (a third of the hosts
@@ -48,6 +52,7 @@ from crawler.ports import free_ports  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 
+QUIET_STEAL = 0.02         # a round counts as quiet when both its runs saw at most this much steal
 ALL_CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 NODES_CPU, WEB_CPU = (sorted(ALL_CPUS) + [0, 1])[:2]      # the first two CPUs this process may use
 
@@ -55,6 +60,24 @@ NODES_CPU, WEB_CPU = (sorted(ALL_CPUS) + [0, 1])[:2]      # the first two CPUs t
 def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(all ticks, steal ticks) of the machine so far (Linux /proc/stat; None elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return sum(fields), fields[7] if len(fields) > 7 else 0
+
+
+def steal_share(before, after) -> float | None:
+    """The share of the machine's CPU time the hypervisor took from us in between
+    (steal): a virtual machine's neighbours slow every run they overlap, unevenly."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
 
 
 def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool = False,
@@ -94,9 +117,10 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
                 run_cluster(str(path), progress_interval_s=0, out=out,
                             extra_env={SECRET_ENV: "bench-secret-0123456789"}) for path, out in zip(paths, outs)))
 
-        cpu0, t0 = children_cpu_s(), time.perf_counter()
+        cpu0, t0, stat0 = children_cpu_s(), time.perf_counter(), cpu_ticks()
         codes = asyncio.run(crawl())
         wall, cpu = time.perf_counter() - t0, children_cpu_s() - cpu0
+        steal = steal_share(stat0, cpu_ticks())
     finally:
         for web in webs:
             web.stop()
@@ -107,7 +131,7 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
     results = [json.loads(out.getvalue().splitlines()[-1]) for out in outs]
     pages = sum(r["fetches"] for r in results)
     run_cpu = sum(r["cpu_s"] for r in results)
-    return {"nodes": nodes, "independent": independent, "pages": pages, "wall_s": wall,
+    return {"nodes": nodes, "independent": independent, "pages": pages, "wall_s": wall, "steal": steal,
             "cpu_ms_per_page": 1000 * cpu / max(pages, 1), "run_cpu_ms_per_page": 1000 * run_cpu / max(pages, 1),
             "splitter_hit_rate": results[0]["cache_hit_rates"].get("splitter"),
             "peer_bytes": sum(r["peer_bytes_sent"] for r in results)}
@@ -149,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, nodes, independent in (kinds if r % 2 == 0 else kinds[::-1]):
                 res = run_once(nodes, web_args, Path(tmpdir), args.workers, args.pin, independent)
                 runs[name].append(res)
-                print(f"round {r + 1} {name}: {res['pages']} pages in {res['wall_s']:.1f} s, "
+                steal = "" if res["steal"] is None else f" (steal {100 * res['steal']:.0f}%)"
+                print(f"round {r + 1} {name}: {res['pages']} pages in {res['wall_s']:.1f} s{steal}, "
                       f"{res['cpu_ms_per_page']:.3f} CPU-ms/page ({res['run_cpu_ms_per_page']:.3f} without process "
                       f"start-up), splitter hits {res['splitter_hit_rate']}, "
                       f"peer bytes {res['peer_bytes']}", flush=True)
@@ -160,7 +185,17 @@ def main(argv: list[str] | None = None) -> int:
                                                          run_med, "run_")):
         print(f"median CPU-ms/page, {label}: " + ", ".join(f"{n} {v:.3f}" for n, v in m.items()))
         ratios = {"ratio": m["3 nodes"] / m["1 node"]}
-        print(f"  3 nodes / 1 node = {ratios['ratio']:.3f}x", end="")
+        per_round = [t[f"{key}cpu_ms_per_page"] / o[f"{key}cpu_ms_per_page"]
+                     for o, t in zip(runs["1 node"], runs["3 nodes"])]
+        ratios["round_ratio"] = statistics.median(per_round)
+        quiet = [r for r, o, t in zip(per_round, runs["1 node"], runs["3 nodes"])
+                 if max(o["steal"] or 0, t["steal"] or 0) <= QUIET_STEAL]
+        if quiet:
+            ratios["quiet_round_ratio"] = statistics.median(quiet)
+        print(f"  3 nodes / 1 node = {ratios['ratio']:.3f}x (per round "
+              + ", ".join(f"{r:.3f}" for r in per_round) + f"; median {ratios['round_ratio']:.3f}x"
+              + (f"; rounds with <= {100 * QUIET_STEAL:.0f}% steal in both runs: {len(quiet)}, median "
+                 f"{ratios['quiet_round_ratio']:.3f}x" if quiet else "") + ")", end="")
         if "3 independent" in m:
             ratios["machine_ratio"] = m["3 independent"] / m["1 node"]
             ratios["cluster_ratio"] = m["3 nodes"] / m["3 independent"]
