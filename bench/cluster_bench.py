@@ -22,10 +22,12 @@ splitter, peers or termination rounds. So
     python bench/cluster_bench.py [--web-pages 5000] [--hosts 100] [--rounds 3] [--workers 32] [--pin]
                                   [--no-control]
 
-`--pin` puts the web server on one CPU and every node on another, so both runs
-have one core and the three nodes are not oversubscribed against a 2-core
-machine shared with the server (they share their core, as one node's
-workers do).
+`--pin` puts the web server on one CPU and node i on the i-th of the others (in
+turn, when there are fewer CPUs than nodes). On a 2-core machine every node
+shares the one other core, so the three nodes are not oversubscribed against
+the server but do compete with each other for that core's caches, which one
+node's workers never do; with at least nodes + 1 CPUs each node has a core of
+its own, as on separate machines. The bench prints which it was.
 """
 
 from __future__ import annotations
@@ -54,7 +56,24 @@ from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 QUIET_STEAL = 0.02         # a round counts as quiet when both its runs saw at most this much steal
 ALL_CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-NODES_CPU, WEB_CPU = (sorted(ALL_CPUS) + [0, 1])[:2]      # the first two CPUs this process may use
+WEB_CPU = min(ALL_CPUS, default=0)                         # the web server's CPU under --pin
+NODE_CPUS = sorted(ALL_CPUS - {WEB_CPU}) or [WEB_CPU]      # the nodes', in turn
+
+
+def node_cpu(i: int) -> int:
+    """The CPU of the i-th node process of a run under --pin."""
+    return NODE_CPUS[i % len(NODE_CPUS)]
+
+
+def pin_nodes(first: int):
+    """An `on_started` for run_cluster: node processes on their CPUs, numbered from `first`."""
+    def place(pids: dict[int, int]) -> None:
+        for k, pid in enumerate(pids[node] for node in sorted(pids)):
+            try:
+                os.sched_setaffinity(pid, {node_cpu(first + k)})
+            except ProcessLookupError:
+                pass                          # already gone: its exit code tells
+    return place
 
 
 def children_cpu_s() -> float:
@@ -96,7 +115,7 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
             # the server, so the 3-node run is not oversubscribed against the machine.
             for web in webs:
                 os.sched_setaffinity(web.proc.pid, {WEB_CPU})
-            os.sched_setaffinity(0, {NODES_CPU})
+            os.sched_setaffinity(0, {node_cpu(0)})      # this process and the launcher
         if independent:
             ports = free_ports(2 * nodes)
             configs = [bench_config(demo_config(web.info["seeds"], work / f"data-{i}", workers, 1))
@@ -114,8 +133,9 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
 
         async def crawl() -> list[int]:
             return await asyncio.gather(*(
-                run_cluster(str(path), progress_interval_s=0, out=out,
-                            extra_env={SECRET_ENV: "bench-secret-0123456789"}) for path, out in zip(paths, outs)))
+                run_cluster(str(path), progress_interval_s=0, out=out, on_started=pin_nodes(i) if pin else None,
+                            extra_env={SECRET_ENV: "bench-secret-0123456789"})
+                for i, (path, out) in enumerate(zip(paths, outs))))
 
         cpu0, t0, stat0 = children_cpu_s(), time.perf_counter(), cpu_ticks()
         codes = asyncio.run(crawl())
@@ -164,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.pin and len(ALL_CPUS) < 2:
         p.error("--pin needs at least 2 CPUs")
+    if args.pin:
+        shared = len(NODE_CPUS) < 3
+        print(f"pinned: web server on CPU {WEB_CPU}, nodes on CPUs {NODE_CPUS}"
+              + (" (the 3 nodes share them: fewer than 4 CPUs)" if shared else " (a CPU each)"), flush=True)
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.web_pages), "--no-bad-host", "--no-slow-host",
                 "--no-nxdomain-links"]
     kinds = [("1 node", 1, False), ("3 nodes", 3, False)] + ([] if args.no_control else [("3 independent", 3, True)])
@@ -180,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"peer bytes {res['peer_bytes']}", flush=True)
     med = {n: statistics.median(r["cpu_ms_per_page"] for r in v) for n, v in runs.items()}
     run_med = {n: statistics.median(r["run_cpu_ms_per_page"] for r in v) for n, v in runs.items()}
-    summary = {"rounds": args.rounds, "pinned": args.pin}
+    summary = {"rounds": args.rounds, "pinned": args.pin, "cpus": len(ALL_CPUS)}
     for label, m, key in (("whole processes", med, ""), ("crawl only (no interpreter start-up and imports)",
                                                          run_med, "run_")):
         print(f"median CPU-ms/page, {label}: " + ", ".join(f"{n} {v:.3f}" for n, v in m.items()))

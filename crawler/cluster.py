@@ -219,7 +219,12 @@ def _hit_rates(children: list["Child"]) -> str:
 
 
 async def run_cluster(config_path: str, *, progress_interval_s: float | None = None,
-                      extra_env: dict[str, str] | None = None, out=sys.stdout) -> int:
+                      extra_env: dict[str, str] | None = None, out=sys.stdout,
+                      on_started: Callable[[dict[int, int]], None] | None = None) -> int:
+    """Run every node of the file that lives on this machine; returns 0 when all of them did.
+
+    `on_started` gets {node id: pid} once every node runs (a benchmark uses it to give
+    each node its own CPU)."""
     config: Config = load(config_path)
     local = [n for n in config.cluster.nodes if is_local_address(n.host)]
     if not local:
@@ -237,6 +242,11 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
                 for n, proc in zip(local, procs)]
     print(f"cluster: started {len(children)} node(s): " +
           ", ".join(f"{c.node_id} (pid {c.proc.pid})" for c in children), file=sys.stderr, flush=True)
+    if on_started is not None:
+        try:
+            on_started({c.node_id: c.proc.pid for c in children})
+        except Exception as exc:            # noqa: BLE001 - the nodes run on; this process must wait for them
+            print(f"cluster: on_started failed: {exc!r}", file=sys.stderr, flush=True)
 
     loop = asyncio.get_running_loop()
 

@@ -134,3 +134,42 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
 
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+
+
+def test_on_started_gets_each_running_node_pid_and_a_failing_callback_stops_nothing(tmp_path):
+    """run_cluster's `on_started` (the cluster bench pins each node to a CPU with it) gets every
+    node's pid while the nodes run: children of the launcher this process started. A callback
+    that raises is reported and the crawl still ends normally."""
+    import asyncio
+    import io
+
+    from crawler.cluster import run_cluster
+
+    seen: dict[int, int] = {}
+    parents: dict[int, int] = {}
+    grandparents: set[int] = set()
+
+    def on_started(pids: dict[int, int]) -> None:
+        seen.update(pids)
+        parents.update({node: parent_of(pid) for node, pid in pids.items()})
+        grandparents.update(parent_of(launcher) for launcher in parents.values())
+        raise RuntimeError("a broken callback")
+
+    with TestWebProcess(tmp_path / "web", ["--hosts", "6", "--pages", "60", "--no-bad-host", "--no-slow-host",
+                                           "--no-trap"]) as web:
+        config = write_config(tmp_path / "crawl.yaml", cluster_config(tmp_path, web.info["seeds"]))
+        out = io.StringIO()
+        code = asyncio.run(asyncio.wait_for(
+            run_cluster(str(config), progress_interval_s=0, out=out, extra_env=SECRET, on_started=on_started),
+            CRAWL_TIMEOUT_S))
+    assert code == 0, out.getvalue()[-2000:]
+    assert sorted(seen) == [0, 1, 2]
+    launchers = set(parents.values())
+    assert len(launchers) == 1 and len(set(seen.values())) == 3
+    assert os.getpid() not in seen.values() and os.getpid() not in launchers
+    assert grandparents == {os.getpid()}             # the launcher is this process's child
+    assert not any(alive(pid) for pid in seen.values())
