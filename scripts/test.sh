@@ -22,5 +22,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test,fast]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,fast,jit]'
 exec python3 -m pytest -q -p no:cacheprovider "$@"
