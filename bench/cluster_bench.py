@@ -20,7 +20,14 @@ splitter, peers or termination rounds. So
     cluster / independent  = what the cluster's own machinery costs
 
     python bench/cluster_bench.py [--web-pages 5000] [--hosts 100] [--rounds 3] [--workers 32] [--pin]
-                                  [--no-control]
+                                  [--no-control] [--loaded-baseline S]
+
+CPU per page rises as a node's load falls (it wakes for fewer events at a
+time), and the web server caps the crawl's rate, so three nodes each run at
+about a third of one node's load. `--loaded-baseline S` adds a one-node run
+slowed by politeness.min_delay_s = S; with S chosen so that node is about
+as busy as each of the three (every run prints how busy its nodes were),
+`3 nodes / 1 node slowed` compares them at about equal load.
 
 `--pin` puts the web server on one CPU and node i on the i-th of the others (in
 turn, when there are fewer CPUs than nodes). On a 2-core machine every node
@@ -100,9 +107,10 @@ def steal_share(before, after) -> float | None:
 
 
 def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool = False,
-             independent: bool = False) -> dict:
+             independent: bool = False, min_delay_s: float | None = None) -> dict:
     """One crawl: a cluster of `nodes` on a fresh web, or with `independent` that many one-node
-    crawls at once, each of its own fresh web 1/nodes the size (the control)."""
+    crawls at once, each of its own fresh web 1/nodes the size (the control); `min_delay_s`
+    sets politeness.min_delay_s (a slower crawl: less load per second on each node)."""
     work = tmp / f"{'i' if independent else 'n'}{nodes}-{time.time_ns()}"
     webs = ([TestWebProcess(work / f"web-{i}", scaled(web_args, nodes)) for i in range(nodes)] if independent
             else [TestWebProcess(work / "web", web_args)])
@@ -125,6 +133,9 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
                                                      source_address=f"127.0.0.{i + 1}")
         else:
             configs = [bench_config(demo_config(webs[0].info["seeds"], work / "data", workers, nodes))]
+        if min_delay_s is not None:
+            for config in configs:
+                config["politeness"] = {"min_delay_s": min_delay_s}
         outs = [io.StringIO() for _ in configs]
         paths = []
         for i, config in enumerate(configs):
@@ -152,6 +163,7 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
     pages = sum(r["fetches"] for r in results)
     run_cpu = sum(r["cpu_s"] for r in results)
     return {"nodes": nodes, "independent": independent, "pages": pages, "wall_s": wall, "steal": steal,
+            "node_load": run_cpu / nodes / wall,     # the share of a core each node kept busy, on average
             "cpu_ms_per_page": 1000 * cpu / max(pages, 1), "run_cpu_ms_per_page": 1000 * run_cpu / max(pages, 1),
             "splitter_hit_rate": results[0]["cache_hit_rates"].get("splitter"),
             "peer_bytes": sum(r["peer_bytes_sent"] for r in results)}
@@ -181,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pin", action="store_true",
                    help="web server on one CPU, all nodes on another (Linux; needs 2 CPUs)")
     p.add_argument("--no-control", action="store_true", help="skip the three independent one-node crawls")
+    p.add_argument("--loaded-baseline", type=float, metavar="S",
+                   help="also run one node with politeness.min_delay_s=S (a slower crawl, so each second "
+                        "carries less of its work, as each of three nodes carries a third) and compare the "
+                        "3 nodes with it")
     args = p.parse_args(argv)
     if args.pin and len(ALL_CPUS) < 2:
         p.error("--pin needs at least 2 CPUs")
@@ -190,17 +206,21 @@ def main(argv: list[str] | None = None) -> int:
               + (" (the 3 nodes share them: fewer than 4 CPUs)" if shared else " (a CPU each)"), flush=True)
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.web_pages), "--no-bad-host", "--no-slow-host",
                 "--no-nxdomain-links"]
-    kinds = [("1 node", 1, False), ("3 nodes", 3, False)] + ([] if args.no_control else [("3 independent", 3, True)])
-    runs: dict[str, list[dict]] = {name: [] for name, _, _ in kinds}
+    kinds = [("1 node", 1, False, None), ("3 nodes", 3, False, None)]
+    if not args.no_control:
+        kinds.append(("3 independent", 3, True, None))
+    if args.loaded_baseline is not None:
+        kinds.append(("1 node slowed", 1, False, args.loaded_baseline))
+    runs: dict[str, list[dict]] = {name: [] for name, *_ in kinds}
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmpdir:
         for r in range(args.rounds):
-            for name, nodes, independent in (kinds if r % 2 == 0 else kinds[::-1]):
-                res = run_once(nodes, web_args, Path(tmpdir), args.workers, args.pin, independent)
+            for name, nodes, independent, delay in (kinds if r % 2 == 0 else kinds[::-1]):
+                res = run_once(nodes, web_args, Path(tmpdir), args.workers, args.pin, independent, delay)
                 runs[name].append(res)
                 steal = "" if res["steal"] is None else f" (steal {100 * res['steal']:.0f}%)"
                 print(f"round {r + 1} {name}: {res['pages']} pages in {res['wall_s']:.1f} s{steal}, "
                       f"{res['cpu_ms_per_page']:.3f} CPU-ms/page ({res['run_cpu_ms_per_page']:.3f} without process "
-                      f"start-up), splitter hits {res['splitter_hit_rate']}, "
+                      f"start-up), each node {100 * res['node_load']:.0f}% busy, splitter hits {res['splitter_hit_rate']}, "
                       f"peer bytes {res['peer_bytes']}", flush=True)
     med = {n: statistics.median(r["cpu_ms_per_page"] for r in v) for n, v in runs.items()}
     run_med = {n: statistics.median(r["run_cpu_ms_per_page"] for r in v) for n, v in runs.items()}
@@ -225,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
             ratios["cluster_ratio"] = m["3 nodes"] / m["3 independent"]
             print(f"; 3 independent / 1 node (the machine) = {ratios['machine_ratio']:.3f}x"
                   f"; 3 nodes / 3 independent (the cluster's machinery) = {ratios['cluster_ratio']:.3f}x", end="")
+        if "1 node slowed" in m:
+            slowed = [t[f"{key}cpu_ms_per_page"] / o[f"{key}cpu_ms_per_page"]
+                      for o, t in zip(runs["1 node slowed"], runs["3 nodes"])]
+            ratios["loaded_ratio"] = statistics.median(slowed)
+            print(f"; 3 nodes / 1 node slowed (each node about as busy) = per round "
+                  + ", ".join(f"{r:.3f}" for r in slowed) + f", median {ratios['loaded_ratio']:.3f}x", end="")
         print()
         summary.update({f"{key}cpu_ms_per_page_{n.replace(' ', '_')}": round(v, 4) for n, v in m.items()})
         summary.update({f"{key}{k}": round(v, 4) for k, v in ratios.items()})
