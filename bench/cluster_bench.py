@@ -118,9 +118,9 @@ def run_once(nodes: int, web_args: list[str], tmp: Path, workers: int, pin: bool
         for web in webs:
             web.start()
         if pin:
-            # The web server on one core, every node (children inherit this process's mask) on
-            # the other: one node and three nodes get the same CPU, and neither competes with
-            # the server, so the 3-node run is not oversubscribed against the machine.
+            # The web server on one core and the nodes on the others (pin_nodes, once they run),
+            # so no node competes with the server; on two CPUs the nodes share the second, which
+            # one node has to itself. The launcher inherits this process's mask.
             for web in webs:
                 os.sched_setaffinity(web.proc.pid, {WEB_CPU})
             os.sched_setaffinity(0, {node_cpu(0)})      # this process and the launcher
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--pin", action="store_true",
-                   help="web server on one CPU, all nodes on another (Linux; needs 2 CPUs)")
+                   help="web server on one CPU, node i on the i-th of the others, in turn (Linux; needs 2 CPUs)")
     p.add_argument("--no-control", action="store_true", help="skip the three independent one-node crawls")
     p.add_argument("--loaded-baseline", type=float, metavar="S",
                    help="also run one node with politeness.min_delay_s=S (a slower crawl, so each second "
