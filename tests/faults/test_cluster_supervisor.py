@@ -3,6 +3,8 @@ the same command resumes the crawl; when the supervisor itself dies, no node is 
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import re
 import signal
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from crawler.cluster import run_cluster
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
 from tests.faults.test_node_kill_resume import page_requests
@@ -144,11 +147,6 @@ def test_on_started_gets_each_running_node_pid_and_a_failing_callback_stops_noth
     """run_cluster's `on_started` (the cluster bench pins each node to a CPU with it) gets every
     node's pid while the nodes run: children of the launcher this process started. A callback
     that raises is reported and the crawl still ends normally."""
-    import asyncio
-    import io
-
-    from crawler.cluster import run_cluster
-
     seen: dict[int, int] = {}
     parents: dict[int, int] = {}
     grandparents: set[int] = set()
