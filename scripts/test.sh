@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs the Debian packages the
-# tests start as real servers (nginx, dnsmasq, redis, prometheus), installs the
-# project with its test extras, then runs pytest. Extra arguments go to pytest.
+# tests start as real servers (nginx, dnsmasq, redis, prometheus, tinyproxy,
+# microsocks), GNU wget (the reference crawler) and the documentation packages
+# whose HTML sites the real-web tests crawl, installs the project with its test
+# extras, then runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,13 @@ have dnsmasq      || missing+=(dnsmasq-base)
 have redis-server || missing+=(redis-server)
 have prometheus   || missing+=(prometheus)
 have ip           || missing+=(iproute2)
+have tinyproxy    || missing+=(tinyproxy)
+have microsocks   || missing+=(microsocks)
+have wget         || missing+=(wget)
+# Real sites nobody here wrote, each from another generator (tests/integration/realsites.py).
+for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing Debian packages: ${missing[*]}" >&2

@@ -157,6 +157,11 @@ def load(path: str | os.PathLike) -> Config:
         config.frontier.quality_file = str(base / config.frontier.quality_file)
     if config.cluster.secret_file and not os.path.isabs(config.cluster.secret_file):
         config.cluster.secret_file = str(base / config.cluster.secret_file)
+    tls = config.fetch.tls
+    for key in ("ca_file", "ca_dir", "client_cert_file", "client_key_file"):
+        value = getattr(tls, key)
+        if value and not os.path.isabs(value):
+            setattr(tls, key, str(base / value))
     return config
 
 

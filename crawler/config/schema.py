@@ -38,6 +38,8 @@ class NodeConfig:
     peer_port: int = _f(7400, "TCP port of the peer server (0 = any free port; single node only).", min=0, max=65535)
     metrics_port: int = _f(9400, "Port of the Prometheus /metrics endpoint (0 = any free port).", min=0, max=65535)
     source_address: str | None = _f(None, "Local address outgoing fetches are bound to, so servers can tell nodes apart.")
+    proxy: str | None = _f(None, "This node's proxy (http://HOST:PORT or socks5h://HOST:PORT), instead of fetch.proxy; "
+                                 "'' = no proxy for this node.")
 
 
 @dataclass
@@ -79,7 +81,26 @@ class DnsConfig:
     tries: int = _f(2, "Query attempts before a lookup fails.", min=1)
     min_ttl_s: float = _f(60.0, "Positive answers are cached at least this long.", "s", min=0)
     max_ttl_s: float = _f(3600.0, "Positive answers are cached at most this long.", "s", min=0)
-    negative_ttl_s: float = _f(300.0, "NXDOMAIN and failures are cached this long.", "s", min=0)
+    negative_ttl_s: float = _f(300.0, "NXDOMAIN and NODATA answers (the name has no address: permanent) are cached "
+                                      "this long.", "s", min=0)
+    error_ttl_s: float = _f(5.0, "Transient failures (SERVFAIL, REFUSED, timeouts, an unreachable resolver) are "
+                                 "cached this long; shorter than robots.error_retry_s, so a retry asks again.",
+                            "s", min=0)
+
+
+@dataclass
+class TlsConfig:
+    verify: bool = _f(True, "Verify server certificates: a chain to a trusted CA, the validity dates and the host "
+                            "name. A failure is recorded as tls_untrusted, tls_expired or tls_hostname_mismatch and "
+                            "the origin's URLs are dropped. Off: any certificate is accepted (test webs only).")
+    ca_file: str | None = _f(None, "PEM file of CA certificates trusted in addition to the system's (a private CA); "
+                                   "relative to the config file.")
+    ca_dir: str | None = _f(None, "Directory of CA certificates in OpenSSL's hashed layout (openssl rehash), trusted in "
+                                  "addition to the system's; relative to the config file.")
+    client_cert_file: str | None = _f(None, "PEM client certificate presented to servers that ask for one (may hold "
+                                            "the key too); relative to the config file.")
+    client_key_file: str | None = _f(None, "PEM private key of client_cert_file, when it is not in that file; "
+                                           "relative to the config file.")
 
 
 @dataclass
@@ -97,6 +118,16 @@ class FetchConfig:
                                  "the CPU saturated); 0 means no cap. A fetch waits for a free connection before its "
                                  "timeouts start; idle keep-alive connections are not counted and close after "
                                  "keepalive_s.", "connections", min=0)
+    min_bytes_per_s: int = _f(4096, "A body arriving slower than this, measured over min_rate_window_s, is cut "
+                                    "(reason too_slow): a slow-loris server cannot hold a connection for minutes. "
+                                    "0 = no floor.", "bytes/s", min=0)
+    min_rate_window_s: float = _f(10.0, "The window the body rate is measured over (the first one starts with "
+                                        "the response headers).", "s", min=0.001)
+    proxy: str | None = _f(None, "Send every request through this proxy: http://HOST:PORT (HTTPS through CONNECT) or "
+                                 "socks5h://HOST:PORT (the proxy resolves names). The private-network guard still "
+                                 "judges each target; the proxy's own address is trusted. A node's cluster.nodes "
+                                 "entry may set its own.")
+    tls: TlsConfig = _sub(TlsConfig, "Certificates.")
     dns: DnsConfig = _sub(DnsConfig, "Name resolution.")
 
 
@@ -105,14 +136,24 @@ class RobotsConfig:
     enabled: bool = _f(True, "Fetch and obey robots.txt (RFC 9309).")
     max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).", "bytes", min=1)
     cache_s: float = _f(86400.0, "How long a fetched robots.txt is trusted.", "s", min=0)
-    error_retry_s: float = _f(600.0, "After a 5xx, a 429 or an unreachable robots.txt the origin is treated as disallowed "
-                                     "this long: its URLs are parked (kept queued, the host held back) and robots.txt is "
-                                     "fetched again after it.", "s", min=0)
-    error_max_retries: int = _f(3, "Times an unreachable robots.txt is fetched again (every error_retry_s) before the "
-                                   "origin's URLs are dropped (crawl log reason robots_error_disallowed); 0 drops them "
-                                   "at the first failure. A crawl is not done while URLs are parked: at the defaults an "
-                                   "origin whose robots.txt never answers holds the end of a crawl for about 30 min.",
-                                min=0)
+    fetch_timeout_s: float = _f(10.0, "Time allowed for one robots.txt fetch, redirects included (bounds how long "
+                                      "an origin that never answers can hold a crawl).", "s", min=0.001)
+    error_retry_s: float = _f(2.0, "After a transient failure of robots.txt (5xx, 429, a timeout, a refused "
+                                   "connection, a DNS SERVFAIL or REFUSED) the origin is treated as disallowed this "
+                                   "long: its URLs are parked (kept queued, the host held back) and robots.txt is "
+                                   "fetched again after it. Each further failure in a row multiplies the wait by "
+                                   "error_backoff.", "s", min=0)
+    error_backoff: float = _f(2.0, "Factor between consecutive waits of error_retry_s.", min=1)
+    error_retry_max_s: float = _f(600.0, "Longest single wait of the back-off (a Retry-After may still ask for more, "
+                                         "up to politeness.max_retry_after_s).", "s", min=0)
+    error_max_retries: int = _f(5, "Times robots.txt is fetched again after transient failures in a row before the "
+                                   "origin's URLs are dropped (crawl log reason robots_error_disallowed). At the "
+                                   "defaults an origin whose robots.txt never answers is given up about a minute after "
+                                   "its first failure (2+4+8+16+32 s of waits, six fetches of at most "
+                                   "fetch_timeout_s); a long crawl may raise these.", min=0)
+    dead_cache_s: float = _f(3600.0, "A permanent failure (the name does not exist, a certificate that fails "
+                                     "verification, a private address) drops the origin's URLs at once, and those "
+                                     "found later for this long; then robots.txt is tried once more.", "s", min=0)
 
 
 # --- politeness and frontier -----------------------------------------------------

@@ -28,6 +28,12 @@ PROTOCOL_ERROR = "protocol_error"
 URL_TOO_LONG = "url_too_long"
 UNSUPPORTED_SCHEME = "unsupported_scheme"
 INVALID_URL = "invalid_url"
+TLS_UNTRUSTED = "tls_untrusted"
+TLS_EXPIRED = "tls_expired"
+TLS_HOSTNAME_MISMATCH = "tls_hostname_mismatch"
+TLS_HANDSHAKE = "tls_handshake"
+TOO_SLOW = "too_slow"
+PROXY_ERROR = "proxy_error"
 
 REASONS: tuple[tuple[str, str], ...] = (
     (OK, "A complete HTTP response was received (any status, 3xx included)."),
@@ -36,7 +42,14 @@ REASONS: tuple[tuple[str, str], ...] = (
     (PRIVATE_ADDRESS, "Every address of the host is private, loopback, link-local, multicast, reserved or "
                       "unspecified and fetch.allow_private_networks is off; nothing was connected."),
     (CONNECT_TIMEOUT, "The TCP (and TLS) connection was not established within fetch.connect_timeout_s."),
-    (CONNECT_ERROR, "The connection failed: refused, unreachable, reset, or a TLS error."),
+    (CONNECT_ERROR, "The connection failed: refused, unreachable or reset."),
+    (TLS_UNTRUSTED, "The server's certificate does not chain to a trusted CA (unknown issuer, self-signed); "
+                    "nothing was sent."),
+    (TLS_EXPIRED, "The server's certificate has expired or is not valid yet; nothing was sent."),
+    (TLS_HOSTNAME_MISMATCH, "The server's certificate is not valid for the host name; nothing was sent."),
+    (TLS_HANDSHAKE, "The TLS handshake failed otherwise (protocol or cipher mismatch, a reset, a client "
+                    "certificate refused); nothing was sent."),
+    (PROXY_ERROR, "The proxy (fetch.proxy) could not be reached or refused to connect to the target."),
     (READ_TIMEOUT, "The server went silent for longer than fetch.read_timeout_s (headers or body)."),
     (TOTAL_TIMEOUT, "The whole fetch took longer than fetch.total_timeout_s."),
     (BODY_TOO_LARGE, "The body on the wire exceeded the size limit; the first limit bytes are kept, "
@@ -45,6 +58,8 @@ REASONS: tuple[tuple[str, str], ...] = (
                         "decoding stopped at the limit, truncated=True, the connection was closed."),
     (BAD_CONTENT_ENCODING, "The body could not be decoded (corrupt gzip/deflate data or an unsupported "
                            "Content-Encoding); raw_body holds what was received, body what decoded before the error."),
+    (TOO_SLOW, "The body arrived slower than fetch.min_bytes_per_s over fetch.min_rate_window_s; what was "
+                "read is kept, truncated=True, the connection was closed."),
     (HEADER_TOO_LARGE, "A response header line or field exceeded fetch.max_header_bytes."),
     (PROTOCOL_ERROR, "The response was not valid HTTP, or the connection broke before the response was complete."),
     (URL_TOO_LONG, "The URL is longer than the fetcher's max_url_bytes; nothing was sent."),
@@ -53,6 +68,10 @@ REASONS: tuple[tuple[str, str], ...] = (
 )
 
 REASON_CODES: frozenset[str] = frozenset(code for code, _ in REASONS)
+
+PERMANENT: frozenset[str] = frozenset({DNS_NXDOMAIN, PRIVATE_ADDRESS, TLS_UNTRUSTED, TLS_EXPIRED,
+                                       TLS_HOSTNAME_MISMATCH})
+"""Failures that say an origin cannot be fetched at all, now or on a retry: its URLs are dropped at once."""
 
 
 @dataclass(slots=True)
