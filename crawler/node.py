@@ -28,12 +28,22 @@ those of the last checkpoint. Starting over is deliberate (`fresh=True`,
 `crawler run --fresh`); a data_dir holding another crawl, a finished crawl,
 or state without `state.json` is refused.
 
-robots.txt that cannot be reached (5xx, 429, network failure) disallows its
-origin (RFC 9309) until it can be: the URL is parked (put back at the head
-of its host's queue, the host held until the error entry expires,
-`robots.error_retry_s`) and robots.txt is fetched again then; after
+robots.txt that cannot be reached for a while (5xx, 429, a timeout, a refused
+connection, DNS SERVFAIL) disallows its origin (RFC 9309) until it can be:
+the URL is parked (put back at the head of its host's queue, the host held
+until the error entry expires: a back-off from `robots.error_retry_s`, or a
+longer Retry-After) and robots.txt is fetched again then; after
 `robots.error_max_retries` such retries in a row the origin's URLs are
-dropped (crawl log reason robots_error_disallowed).
+dropped (crawl log reason robots_error_disallowed). A permanent failure (the
+name does not exist, a certificate that fails verification, only private
+addresses), of robots.txt or of a page, makes the origin dead: its URLs are
+dropped at once, without a request, each logged and counted by that reason
+(`dropped` in the summary), for `robots.dead_cache_s`.
+
+A 429 or 503 holds its host back by its Retry-After (or
+`politeness.default_retry_after_s`), at most `politeness.max_retry_after_s`,
+whether or not the URL has retries left: the URL's retry budget
+(`politeness.max_retries`) and the host's back-off are two decisions.
 """
 
 from __future__ import annotations
@@ -60,7 +70,10 @@ from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
+from crawler.fetch.result import PERMANENT
+from crawler.fetch.robots import DEAD as ROBOTS_DEAD
 from crawler.fetch.robots import ERROR as ROBOTS_ERROR
+from crawler.fetch.robots import UNREACHABLE as ROBOTS_UNREACHABLE
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
@@ -111,6 +124,7 @@ class Counters:
     robots_denied: int = 0
     robots_parked: int = 0           # URLs put back because their robots.txt was unreachable
     robots_unreachable: int = 0      # URLs dropped: robots.txt unreachable past robots.error_max_retries
+    dropped: Counter = field(default_factory=Counter)   # reason -> URLs dropped unfetched: their origin is dead
     duplicate_content: int = 0
     worker_errors: int = 0
     retries: int = 0
@@ -401,33 +415,25 @@ class Node:
                     for r in results:
                         self.record(r, "robots")
                     robots_delay = self.delay_for(sum(r.duration_s for r in results), rules.crawl_delay_s)
-                    if rules.source != ROBOTS_ERROR:
+                    if rules.source not in ROBOTS_UNREACHABLE:
                         self.frontier.requeue(host, url)
                         return robots_delay
             if not rules.allowed(url):
-                if rules.source == ROBOTS_ERROR and rules.failures <= self.config.robots.error_max_retries:
-                    return self._park(host, url, rules, robots_delay)
-                if rules.source == ROBOTS_ERROR:
-                    self.counters.robots_unreachable += 1
-                else:
-                    self.counters.robots_denied += 1
-                if self.crawl_log is not None:
-                    self.crawl_log.write({"url": url, "kind": "page", "status": 0,
-                                          "reason": f"robots_{rules.source}_disallowed"})
-                return robots_delay
+                return self._refuse(host, url, rules, robots_delay)
         crawl_delay = rules.crawl_delay_s if rules is not None else None
         result = await self.fetcher.fetch(url)
         self.counters.fetches += 1
         if result.status:
             connect_s = result.connect_s
             self.frontier.observe(host, connect_s, result.duration_s - (connect_s or 0.0), result.ip)
+        elif result.reason in PERMANENT and self.robots is not None:
+            self.robots.mark_dead(origin_of(url), result.reason)     # the origin's other URLs are dropped
         delay = self.delay_for(result.duration_s, crawl_delay)
-        if result.status in _RETRY_STATUSES and self._retry(url):
-            self.frontier.requeue(host, url)
-            retry_after = result.retry_after_s
-            if retry_after is None:
-                retry_after = self.config.politeness.default_retry_after_s
-            delay = max(delay, min(retry_after, self.config.politeness.max_retry_after_s))
+        if result.status in _RETRY_STATUSES:
+            # Retry-After speaks about the host, not about this URL: it holds, retried or not.
+            delay = max(delay, self._retry_after_s(result))
+            if self._retry(url):
+                self.frontier.requeue(host, url)
         content_fp = content_fingerprint(result.body) if result.body and result.status else None
         links, failure = await self.links_of(result, content_fp)
         self.record(result, "page", len(links), failure, content_fp)
@@ -436,6 +442,32 @@ class Node:
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
             self.stop("max_pages")
         return delay
+
+    def _retry_after_s(self, result: FetchResult) -> float:
+        """How long a 429/503 holds its host: its Retry-After, or the default, within the cap."""
+        pol = self.config.politeness
+        wait = result.retry_after_s if result.retry_after_s is not None else pol.default_retry_after_s
+        return min(wait, pol.max_retry_after_s)
+
+    def _refuse(self, host: str, url: str, rules, delay_s: float) -> float:
+        """robots.txt does not let `url` be fetched now: park it (transient error), drop it (a dead origin,
+        or an error past its retries) or count a denial."""
+        source = rules.source
+        if source == ROBOTS_ERROR and rules.failures <= self.config.robots.error_max_retries:
+            return self._park(host, url, rules, delay_s)
+        line = {"url": url, "kind": "page", "status": 0}
+        if source == ROBOTS_DEAD:
+            self.counters.dropped[rules.reason] += 1
+            line["reason"], line["dropped"] = rules.reason, "origin"
+        elif source == ROBOTS_ERROR:
+            self.counters.robots_unreachable += 1
+            line["reason"] = "robots_error_disallowed"
+        else:
+            self.counters.robots_denied += 1
+            line["reason"] = f"robots_{source}_disallowed"
+        if self.crawl_log is not None:
+            self.crawl_log.write(line)
+        return delay_s
 
     def _park(self, host: str, url: str, rules, delay_s: float) -> float:
         """robots.txt of the URL's origin is unreachable: the URL goes back to the head of its host's
@@ -670,8 +702,11 @@ class Node:
                         early = None
                         flush_wait_s = (flush_every_s if self.due.stats()["new"] - new_before >= waited
                                         else min(flush_wait_s * 2, flush_every_s * EARLY_MERGE_BACKOFF_MAX))
+                # A node stopped by a limit still takes its peers' batches: with nothing in flight it
+                # merges them at once (into the closed frontier, kept for a restart), or it never idles.
+                quiet = self._inflight == 0 and (self._limited or self.frontier.idle())
                 if not self.storage_error and self.due.pending:
-                    if self._inflight == 0 and self.frontier.idle():
+                    if quiet:
                         if not self.due.merging:      # else the next tick collects it
                             last_flush = now
                             self.enqueue(self.due.flush())
@@ -681,7 +716,7 @@ class Node:
                         early = (self.frontier.waiting_workers, self.due.stats()["new"])
                         if not self.due.start_merge():
                             early = None
-                if self._inflight == 0 and self.frontier.idle() and self.splitter.pending:
+                if quiet and self.splitter.pending:
                     await self.splitter.flush_all()
             except OSError as exc:
                 if exc.errno not in _STORAGE_ERRNOS:
@@ -786,7 +821,8 @@ class Node:
         self.fetcher = Fetcher(c.fetch, self.resolver, c.crawl.user_agent,
                                source_address=self.me.source_address, max_url_bytes=c.filter.max_url_bytes)
         if c.robots.enabled:
-            self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent)
+            self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent,
+                                      max_retry_after_s=c.politeness.max_retry_after_s)
         self.parts = self._state_parts()
         if self.resuming:
             restore_all(self.parts, self.state)
@@ -952,6 +988,7 @@ class Node:
             "robots_denied": c.robots_denied,
             "robots_parked": c.robots_parked,
             "robots_unreachable": c.robots_unreachable,
+            "dropped": dict(c.dropped),
             "filter_rejected": sum(self.filter_rejected_total().values()),
             "links": c.links_extracted,
             "new_urls": self.due.stats()["new"],
@@ -1024,7 +1061,7 @@ class Node:
             "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
             "robots_parked": c.robots_parked, "robots_unreachable": c.robots_unreachable,
-            "worker_errors": c.worker_errors, "cache_lookups": lookups,
+            "urls_dropped": c.dropped, "worker_errors": c.worker_errors, "cache_lookups": lookups,
             "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size},
             "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity},
             "due_checks": due["checks"], "due_new": due["new"],

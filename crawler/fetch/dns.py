@@ -8,8 +8,11 @@ resolver is the first bottleneck (Mercator; Olston & Najork). This module:
 - otherwise asks `fetch.dns.nameservers` (ADDRESS or ADDRESS:PORT; empty =
   the system's) through aiodns/c-ares: A records, AAAA only when a name has
   no A record;
-- caches answers for their TTL clamped to [min_ttl_s, max_ttl_s], and
-  failures (NXDOMAIN, NODATA, timeouts, SERVFAIL) for negative_ttl_s;
+- caches answers for their TTL clamped to [min_ttl_s, max_ttl_s], NXDOMAIN
+  and NODATA (the name has no address: permanent, `dns_nxdomain`) for
+  negative_ttl_s, and transient failures (SERVFAIL, REFUSED, timeouts, an
+  unreachable resolver: `dns_error`) only for error_ttl_s, shorter than the
+  robots.txt retry back-off, so that a retry asks the nameserver again;
 - coalesces concurrent lookups of one name into one query.
 
 c-ares (1.34, inside pycares 5) also keeps a query cache of its own, bounded
@@ -278,7 +281,8 @@ class Resolver(AbstractResolver, CacheState):
             entry = _Entry(tuple(addrs), public, None, "", now + ttl_s)
         else:
             self._failures[reason] += 1
-            entry = _Entry((), (), reason, detail, now + cfg.negative_ttl_s)
+            ttl_s = cfg.negative_ttl_s if reason == DNS_NXDOMAIN else cfg.error_ttl_s
+            entry = _Entry((), (), reason, detail, now + ttl_s)
         self._store(name, entry)
         return entry
 

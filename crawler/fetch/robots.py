@@ -13,15 +13,32 @@ How a response becomes rules (RFC 9309 section 2.3.1):
   redirects "even across authorities", and http -> https or example.org ->
   www.example.org are the common cases); the rules apply to the origin asked
   for. More hops, or a target that is not a fetchable http(s) URL, count as
-  unavailable.
+  unavailable. When the chain ends at another origin's own `/robots.txt`, the
+  answer is that origin's robots.txt too and is cached for it as well (unless
+  it has a fresh entry), so `http://h/robots.txt -> https://h/robots.txt`
+  costs two requests, not three. http and https stay separate origins
+  (RFC 9309 2.3): nothing is cached for an origin that was not fetched.
 - 4xx except 429: unavailable, everything allowed (source="missing",
   cached `cache_s`).
-- 429, 5xx, or any network failure (DNS, connect, timeout, refused private
-  address...): unreachable, everything disallowed (source="error") for
-  `robots.error_retry_s`, then fetched again. 429 is treated like 5xx, as
-  Google does: a server that asks us to slow down is not telling us its
-  robots.txt is missing.
+- A permanent failure (`result.PERMANENT`: the name does not exist, the
+  certificate fails verification, only private addresses): source="dead",
+  everything disallowed for `robots.dead_cache_s`; the node drops the
+  origin's URLs at once, without a request, each counted by the reason.
+- 429, 5xx, or any transient failure (timeouts, refused connections, DNS
+  SERVFAIL or REFUSED, a TLS handshake failure): unreachable, everything
+  disallowed (source="error") for a back-off that starts at
+  `robots.error_retry_s` and is multiplied by `robots.error_backoff` per
+  failure in a row (at most `robots.error_retry_max_s`), or for the answer's
+  Retry-After if that is longer (at most `politeness.max_retry_after_s`);
+  then fetched again. 429 is treated like 5xx, as Google does: a server that
+  asks us to slow down is not telling us its robots.txt is missing.
 - `robots.enabled: false`: every origin allows everything (source="disabled").
+
+One fetch (redirects included) may take at most `robots.fetch_timeout_s`; a
+fetch cut there is a transient failure (total_timeout). With the back-off
+keys this bounds how long an origin that never answers holds a crawl: at the
+defaults, 2+4+8+16+32 s of waits and six fetches of at most 10 s, about two
+minutes at worst.
 
 An "error" entry counts the consecutive unreachable fetches of its origin
 (`RobotsRules.failures`): the node parks the origin's URLs while that count
@@ -48,6 +65,7 @@ space, as Google's parser does. Crawl-delay comes from the same group.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import math
@@ -59,19 +77,22 @@ from urllib.parse import urljoin
 
 from protego import Protego
 
-from crawler.config.schema import RobotsConfig
+from crawler.config.schema import PolitenessConfig, RobotsConfig
 from crawler.fetch import result as R
 from crawler.fetch.fetcher import Fetcher
 from crawler.fetch.result import FetchResult
 from crawler.state import CacheState, StateStore
+from crawler.urls import canonicalize
 
 log = logging.getLogger(__name__)
 
 FETCHED = "fetched"
 MISSING = "missing"
 ERROR = "error"
+DEAD = "dead"
 DISABLED = "disabled"
-SOURCES = (FETCHED, MISSING, ERROR)
+SOURCES = (FETCHED, MISSING, ERROR, DEAD)
+UNREACHABLE = frozenset({ERROR, DEAD})     # sources that disallow everything
 STATE_VERSION = 1                          # version of the robots part's state file (crawler/state.py)
 
 MAX_REDIRECTS = 5                          # RFC 9309 2.3.1.2: follow at least five
@@ -133,6 +154,7 @@ class RobotsRules:
     sitemaps: tuple[str, ...] = ()
     text: str = field(default="", repr=False, compare=False)   # what protego parsed (saved at checkpoints)
     failures: int = 0                      # "error": consecutive unreachable fetches of this origin
+    reason: str = ""                       # "error"/"dead": why the last fetch failed (a reason code or "http_NNN")
 
     @classmethod
     def parse(cls, body: bytes, agent: str, expires: float, max_bytes: int) -> "RobotsRules":
@@ -155,7 +177,7 @@ class RobotsRules:
         """May `url` be fetched? Hot path: once per fetched URL."""
         parser = self.parser
         if parser is None:
-            return self.source != ERROR
+            return self.source not in UNREACHABLE
         try:
             return parser.can_fetch(url, self.agent)
         except ValueError:                 # a URL protego cannot split: do not fetch it
@@ -170,6 +192,7 @@ class _Saved:
     expires: float                         # time.monotonic() deadline in this process
     text: str
     failures: int
+    reason: str = ""
 
 
 class RobotsCache(CacheState):
@@ -179,10 +202,12 @@ class RobotsCache(CacheState):
     state_version = STATE_VERSION
 
     def __init__(self, fetcher: Fetcher, config: RobotsConfig, user_agent: str, *,
+                 max_retry_after_s: float = PolitenessConfig.max_retry_after_s,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._fetcher = fetcher
         self._config = config
+        self._max_retry_after_s = max_retry_after_s
         self._agent = product_token(user_agent)
         self._max_entries = max_entries
         self._clock = clock
@@ -192,7 +217,8 @@ class RobotsCache(CacheState):
         self._saved_changes = -1                     # _changes at the last save
         self._disabled = RobotsRules(DISABLED, float("inf"), agent=self._agent)
         self._lookups = {"hit": 0, "miss": 0, "expired": 0}
-        self._by_source = {FETCHED: 0, MISSING: 0, ERROR: 0}
+        self._by_source = {FETCHED: 0, MISSING: 0, ERROR: 0, DEAD: 0}
+        self._shared = 0                             # entries stored for a redirect's target origin
         self._requests = 0
         self._redirects = 0
         self._evictions = 0
@@ -231,33 +257,96 @@ class RobotsCache(CacheState):
             rules = await self._revive(origin)
             if rules is not None:
                 return rules, []
-        results: list[FetchResult] = []
-        url = origin + "/robots.txt"
-        for hop in range(MAX_REDIRECTS + 1):
-            res = await self._fetcher.fetch(url, max_body_bytes=self._config.max_bytes)
-            results.append(res)
-            self._requests += 1
-            source = self._source_of(res, hop)
-            if source is not None:
-                break
-            if hop == MAX_REDIRECTS:
-                source = MISSING                          # too many hops: unavailable
-                break
-            try:
-                url = urljoin(url, res.location)
-            except ValueError:
-                source = MISSING                          # an unusable Location: unavailable
-                break
-            self._redirects += 1
+        results = await self._fetch_chain(origin)
+        res = results[-1]
+        source = self._final_source(results)
         rules = await self._make_rules(source, res)
         if source == ERROR:
             previous = self._rules.get(origin)
             rules.failures = previous.failures + 1 if previous is not None and previous.source == ERROR else 1
+            rules.expires = self._clock() + self._error_wait_s(rules.failures, res)
             if rules.failures == self._config.error_max_retries + 1:
                 log.info("robots.txt of %s unreachable %d times in a row (last: %s); its URLs are dropped until "
-                         "it answers", origin, rules.failures, res.reason if res.reason != R.OK else res.status)
+                         "it answers", origin, rules.failures, rules.reason)
+        elif source == DEAD:
+            log.info("robots.txt of %s: %s (%s); the origin's URLs are dropped for %.0f s", origin, rules.reason,
+                     res.detail or "permanent", self._config.dead_cache_s)
         self._store(origin, rules)
+        self._share_with_target(origin, results, rules)
         return rules, results
+
+    async def _fetch_chain(self, origin: str) -> list[FetchResult]:
+        """GET /robots.txt and follow redirects, within robots.fetch_timeout_s for the whole chain."""
+        results: list[FetchResult] = []
+        url = origin + "/robots.txt"
+        started, t0 = time.time(), time.monotonic()
+        try:
+            async with asyncio.timeout(self._config.fetch_timeout_s):
+                for hop in range(MAX_REDIRECTS + 1):
+                    started, t0 = time.time(), time.monotonic()
+                    res = await self._fetcher.fetch(url, max_body_bytes=self._config.max_bytes)
+                    results.append(res)
+                    self._requests += 1
+                    if self._source_of(res, hop) is not None or hop == MAX_REDIRECTS:
+                        break
+                    try:
+                        url = urljoin(url, res.location)
+                    except ValueError:
+                        break
+                    self._redirects += 1
+        except TimeoutError:
+            results.append(FetchResult(url=url, reason=R.TOTAL_TIMEOUT, started=started,
+                                       duration_s=time.monotonic() - t0,
+                                       detail=f"robots.txt not fetched within robots.fetch_timeout_s="
+                                              f"{self._config.fetch_timeout_s:g} s"))
+        return results
+
+    def _final_source(self, results: list[FetchResult]) -> str:
+        """What the chain's last response means for the origin asked for."""
+        hop = len(results) - 1
+        source = self._source_of(results[-1], hop)
+        if source is not None:
+            return source
+        return MISSING          # still a redirect after MAX_REDIRECTS hops, or an unusable Location
+
+    def _error_wait_s(self, failures: int, res: FetchResult) -> float:
+        """The back-off after the `failures`-th transient failure in a row (a Retry-After may ask for more)."""
+        cfg = self._config
+        wait = min(cfg.error_retry_s * cfg.error_backoff ** (failures - 1), cfg.error_retry_max_s)
+        if res.retry_after_s is not None:
+            wait = max(wait, min(res.retry_after_s, self._max_retry_after_s))
+        return wait
+
+    def _share_with_target(self, origin: str, results: list[FetchResult], rules: RobotsRules) -> None:
+        """A chain that ends at another origin's own /robots.txt answered for that origin too: cache it there,
+        so the target origin's first URL does not fetch the same file again."""
+        if len(results) < 2:
+            return
+        final = canonicalize(results[-1].url)
+        if final is None:
+            return
+        target = origin_of(final)
+        if target == origin or final != target + "/robots.txt":
+            return
+        current = self._rules.get(target)
+        if (current is not None and current.expires > self._clock()) or target in self._saved:
+            return
+        shared = dataclasses.replace(rules)
+        if rules.source == ERROR:
+            shared.failures = 1                  # the target's own count starts here
+        self._store(target, shared)
+        self._shared += 1
+
+    def mark_dead(self, origin: str, reason: str) -> None:
+        """A page of `origin` failed permanently (`result.PERMANENT`): its URLs are dropped from now on, for
+        robots.dead_cache_s, as if its robots.txt had failed so."""
+        if not self._config.enabled:
+            return
+        self._by_source[DEAD] += 1
+        log.info("%s: %s on a page; the origin's URLs are dropped for %.0f s", origin, reason,
+                 self._config.dead_cache_s)
+        self._store(origin, RobotsRules(DEAD, self._clock() + self._config.dead_cache_s, agent=self._agent,
+                                        reason=reason))
 
     def remaining_s(self, rules: RobotsRules) -> float:
         """Seconds until `rules` expire (0 if they have)."""
@@ -270,7 +359,8 @@ class RobotsCache(CacheState):
             return None
         if saved.expires <= self._clock():
             if saved.source == ERROR:                    # its failure count carries over to the next fetch
-                self._store(origin, RobotsRules(ERROR, saved.expires, agent=self._agent, failures=saved.failures))
+                self._store(origin, RobotsRules(ERROR, saved.expires, agent=self._agent, failures=saved.failures,
+                                                reason=saved.reason))
             return None
         if saved.source == FETCHED:
             args = (saved.text, self._agent, saved.expires)
@@ -279,7 +369,7 @@ class RobotsCache(CacheState):
             else:
                 rules = RobotsRules.from_text(*args)
         else:
-            rules = RobotsRules(saved.source, saved.expires, agent=self._agent)
+            rules = RobotsRules(saved.source, saved.expires, agent=self._agent, reason=saved.reason)
         rules.failures = saved.failures
         self._revived += 1
         self._store(origin, rules)
@@ -293,7 +383,7 @@ class RobotsCache(CacheState):
                 return FETCHED
             if hop and res.reason in _UNUSABLE_TARGET_REASONS:
                 return MISSING
-            return ERROR
+            return DEAD if res.reason in R.PERMANENT else ERROR
         if 200 <= status < 300:
             return FETCHED
         if 300 <= status < 400:
@@ -311,8 +401,10 @@ class RobotsCache(CacheState):
             if len(res.body) > THREAD_PARSE_BYTES:
                 return await asyncio.to_thread(RobotsRules.parse, *args)
             return RobotsRules.parse(*args)
-        if source == ERROR:
-            return RobotsRules(ERROR, now + cfg.error_retry_s, agent=self._agent)
+        if source in UNREACHABLE:
+            reason = res.reason if res.reason != R.OK else f"http_{res.status}"
+            expires = now + (cfg.dead_cache_s if source == DEAD else cfg.error_retry_s)
+            return RobotsRules(source, expires, agent=self._agent, reason=reason)
         return RobotsRules(MISSING, now + cfg.cache_s, agent=self._agent)
 
     def _store(self, origin: str, rules: RobotsRules) -> None:
@@ -342,6 +434,8 @@ class RobotsCache(CacheState):
                 record["text"] = r.text
             if r.failures:
                 record["failures"] = r.failures
+            if r.reason:
+                record["reason"] = r.reason
             yield record
 
     def restore(self, store: StateStore) -> None:
@@ -363,13 +457,14 @@ class RobotsCache(CacheState):
             remaining_s = float(rec["expires_at"]) - wall
             text = rec.get("text", "") if source == FETCHED else ""
             failures = int(rec.get("failures", 0))
-            if not isinstance(text, str) or failures < 0:
-                raise ValueError(f"robots entry {origin!r}: text or failures")
+            reason = rec.get("reason", "")
+            if not isinstance(text, str) or failures < 0 or not isinstance(reason, str):
+                raise ValueError(f"robots entry {origin!r}: text, failures or reason")
             if not remaining_s > 0:
                 expired += 1
                 continue
             saved.pop(origin, None)
-            saved[origin] = _Saved(source, now + remaining_s, text, failures)
+            saved[origin] = _Saved(source, now + remaining_s, text, failures, reason)
         while len(saved) > self._max_entries:            # the newest entries are the last ones
             del saved[next(iter(saved))]
         self._saved = saved
@@ -384,6 +479,7 @@ class RobotsCache(CacheState):
             "by_source": dict(self._by_source),
             "requests": self._requests,
             "redirects": self._redirects,
+            "shared_with_target": self._shared,
             "cache_size": len(self._rules) + len(self._saved),
             "evictions": self._evictions,
             "restored": self._restored,

@@ -66,11 +66,17 @@ def test_politeness_from_the_server_side(crawl):
 def test_bad_input_is_counted_and_logged_never_fatal(crawl):
     summary, log, manifest = crawl["summary"], crawl["log"], crawl["manifest"]
     assert summary["worker_errors"] == 0
-    reasons = Counter(r["reason"] for r in log)
+    fetched = [r for r in log if "dropped" not in r]
+    reasons = Counter(r["reason"] for r in fetched)
     for reason in ("body_too_large", "decoded_too_large", "read_timeout", "dns_nxdomain", "private_address"):
         assert reasons[reason] >= 1, (reason, reasons)
     assert summary["errors_by_reason"] == {k: v for k, v in reasons.items()
                                            if k != "ok" and not k.startswith("robots_")}
+    # A permanent failure (no such name, a private address) drops the origin's other URLs without a request,
+    # each logged with the reason and counted apart from the fetches.
+    dropped = Counter(r["reason"] for r in log if r.get("dropped") == "origin")
+    assert summary["dropped"] == dict(dropped) and set(dropped) <= {"dns_nxdomain", "private_address"}
+    assert all(r["status"] == 0 for r in log if "dropped" in r)
     # URLs the crawler must never send are in its log, never in the server's.
     logged_origins = {r["url"].rsplit("/", 1)[0] for r in log if r["reason"] in ("dns_nxdomain", "private_address")}
     for url in manifest.refused:
@@ -79,7 +85,7 @@ def test_bad_input_is_counted_and_logged_never_fatal(crawl):
     assert not [r for r in crawl["requests"] if r.host.startswith("robots500.") and r.path != "/robots.txt"]
     assert any(r["reason"] == "robots_error_disallowed" for r in log)
     # every fetch has one crawl-log line
-    assert sum(1 for r in log if r["kind"] == "page" and not r["reason"].startswith("robots_")) == summary["fetches"]
+    assert sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_")) == summary["fetches"]
 
 
 def test_warc_holds_every_response(crawl):

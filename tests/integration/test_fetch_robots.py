@@ -75,6 +75,9 @@ def make_app(hits: dict[str, int]) -> web.Application:
             return web.Response(body=random.Random(7).randbytes(10_000), content_type="application/octet-stream")
         if name == "hugeline":
             return web.Response(body=b"User-agent: *\nDisallow: /" + b"a*" * 200_000 + b"\nDisallow: /x\n")
+        if name == "silent":
+            await asyncio.sleep(30)
+            return web.Response(status=200)
         if name == "gz":
             return web.Response(body=gzip.compress(b"User-agent: *\nDisallow: /zipped/\n"),
                                 headers={"Content-Encoding": "gzip"})
@@ -103,8 +106,8 @@ async def site():
 async def make_cache():
     made = []
 
-    async def factory(**robots_values) -> RobotsCache:
-        dns = DnsConfig(overrides={"*.robots.test": "127.0.0.1"})
+    async def factory(dns: DnsConfig | None = None, **robots_values) -> RobotsCache:
+        dns = dns or DnsConfig(overrides={"*.robots.test": "127.0.0.1"})
         fetch_config = FetchConfig(allow_private_networks=False, connect_timeout_s=1.0, read_timeout_s=2.0,
                                    total_timeout_s=5.0, dns=dns)
         resolver = Resolver(dns)
@@ -153,19 +156,55 @@ async def test_5xx_disallows_all_then_retries(site, make_cache):
     cache = await make_cache()
     base = origin("broken", port)
     rules, results = await cache.fetch(base)
-    assert rules.source == "error" and results[0].status == 500
+    assert rules.source == "error" and results[0].status == 500 and rules.reason == "http_500"
     assert not rules.allowed(base + "/") and cache.lookup(base) is rules
     await asyncio.sleep(ERROR_RETRY_S + 0.05)
     assert cache.lookup(base) is None                          # expired: the caller fetches again
     rules, _ = await cache.fetch(base)
-    assert rules.source == "error" and hits["broken"] == 2
+    assert rules.source == "error" and hits["broken"] == 2 and rules.failures == 2
     assert cache.stats()["lookups"]["expired"] == 1
 
 
-async def test_429_is_an_error_not_missing(site, make_cache):
+async def test_error_waits_grow_by_the_backoff_up_to_the_cap(site, make_cache):
+    """Failures in a row wait error_retry_s, x error_backoff each time, at most error_retry_max_s."""
     port, _ = site
-    rules, _ = await (await make_cache()).fetch(origin("busy", port))
+    cache = await make_cache(error_retry_s=0.05, error_backoff=3.0, error_retry_max_s=0.5)
+    base = origin("broken", port)
+    waits = []
+    for _ in range(4):
+        rules, _ = await cache.fetch(base)
+        waits.append(cache.remaining_s(rules))
+        await asyncio.sleep(cache.remaining_s(rules) + 0.01)
+    expected = [0.05, 0.15, 0.45, 0.5]
+    assert all(e - 0.05 <= w <= e for w, e in zip(waits, expected)), waits
+
+
+async def test_429_is_an_error_held_for_its_retry_after(site, make_cache):
+    """busy answers 429 with Retry-After: 60; the wait is that, not the back-off's first step."""
+    port, _ = site
+    cache = await make_cache()
+    rules, _ = await cache.fetch(origin("busy", port))
     assert rules.source == "error" and not rules.allowed(origin("busy", port) + "/")
+    assert 59 < cache.remaining_s(rules) <= 60
+
+
+async def test_retry_after_is_capped_by_max_retry_after_s(site, make_cache):
+    port, _ = site
+    cache = await make_cache()
+    cache._max_retry_after_s = 5.0
+    rules, _ = await cache.fetch(origin("busy", port))
+    assert 4 < cache.remaining_s(rules) <= 5
+
+
+async def test_a_robots_txt_that_never_answers_is_cut_at_fetch_timeout_s(site, make_cache):
+    """The server accepts and stays silent: the fetch ends at robots.fetch_timeout_s, a transient error."""
+    port, hits = site
+    cache = await make_cache(fetch_timeout_s=0.3)
+    started = asyncio.get_running_loop().time()
+    rules, results = await cache.fetch(origin("silent", port))
+    took = asyncio.get_running_loop().time() - started
+    assert rules.source == "error" and results[-1].reason == R.TOTAL_TIMEOUT
+    assert "robots.fetch_timeout_s" in results[-1].detail and 0.25 < took < 1.5 and hits["silent"] == 1
 
 
 async def test_unreachable_disallows(make_cache):
@@ -177,9 +216,25 @@ async def test_unreachable_disallows(make_cache):
     assert not rules.allowed(origin("down", port) + "/page")
 
 
-async def test_private_origin_disallows(make_cache):
-    rules, results = await (await make_cache()).fetch("http://127.0.0.1:9")
-    assert rules.source == "error" and results[0].reason == R.PRIVATE_ADDRESS
+async def test_private_origin_is_dead_for_dead_cache_s(make_cache):
+    """A permanent failure (here: only a private address) is not retried on the back-off: source dead."""
+    cache = await make_cache(dead_cache_s=60.0)
+    rules, results = await cache.fetch("http://127.0.0.1:9")
+    assert rules.source == "dead" and rules.reason == R.PRIVATE_ADDRESS and results[0].reason == R.PRIVATE_ADDRESS
+    assert not rules.allowed("http://127.0.0.1:9/x") and 59 < cache.remaining_s(rules) <= 60
+    assert cache.lookup("http://127.0.0.1:9") is rules
+
+
+async def test_nxdomain_origin_is_dead(make_cache):
+    """A name that does not exist: dead, with the DNS reason (dnsmasq answers NXDOMAIN for unknown names)."""
+    from tests.integration.servers import Dnsmasq, require_binary
+    require_binary("dnsmasq", "dnsmasq-base")
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp, Dnsmasq(Path(tmp), ["--address=/known.test/127.0.0.1"]) as dns:
+        cache = await make_cache(dns=DnsConfig(nameservers=[dns.nameserver], timeout_s=1, tries=1))
+        rules, results = await cache.fetch("http://nowhere.test")
+    assert rules.source == "dead" and rules.reason == R.DNS_NXDOMAIN == results[0].reason
 
 
 async def test_redirect_same_origin(site, make_cache):
@@ -198,7 +253,27 @@ async def test_redirect_cross_origin_is_followed(site, make_cache):
     rules, results = await cache.fetch(base)
     assert [r.status for r in results] == [302, 200] and hits["ok"] == 1
     assert not rules.allowed(base + "/private/x")              # ok's rules, applied to cross's origin
-    assert cache.lookup(base) is rules and cache.lookup(origin("ok", port)) is None
+    assert cache.lookup(base) is rules
+    # The chain ended at ok's own /robots.txt: that answer is cached for ok too, and not fetched again.
+    target = cache.lookup(origin("ok", port))
+    assert target is not None and target.source == "fetched" and not target.allowed(origin("ok", port) + "/private/x")
+    assert cache.stats()["shared_with_target"] == 1 and hits["ok"] == 1
+
+
+async def test_redirect_target_with_a_fresh_entry_keeps_it(site, make_cache):
+    port, hits = site
+    cache = await make_cache(max_bytes=512000)
+    own, _ = await cache.fetch(origin("ok", port))
+    await cache.fetch(origin("cross", port))
+    assert cache.lookup(origin("ok", port)) is own and cache.stats()["shared_with_target"] == 0
+
+
+async def test_redirect_to_another_path_is_not_shared(site, make_cache):
+    """moved/robots.txt -> moved/real-robots.txt: same origin; nothing cached elsewhere."""
+    port, _ = site
+    cache = await make_cache()
+    await cache.fetch(origin("moved", port))
+    assert cache.stats()["shared_with_target"] == 0 and cache.stats()["cache_size"] == 1
 
 
 async def test_redirect_loop_gives_up_as_missing(site, make_cache):
@@ -259,5 +334,5 @@ async def test_stats(site, make_cache):
     for name in ("ok", "missing", "broken", "moved"):
         await cache.fetch(origin(name, port))
     stats = cache.stats()
-    assert stats["by_source"] == {"fetched": 2, "missing": 1, "error": 1}
+    assert stats["by_source"] == {"fetched": 2, "missing": 1, "error": 1, "dead": 0}
     assert stats["requests"] == 5 and stats["redirects"] == 1 and stats["cache_size"] == 4

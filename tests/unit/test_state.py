@@ -21,7 +21,7 @@ from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
 from crawler.fetch.dns import DnsError, Resolver
 from crawler.fetch.fetcher import Fetcher
 from crawler.fetch.guard import PrivateAddressError
-from crawler.fetch.robots import ERROR, FETCHED, MISSING, RobotsCache
+from crawler.fetch.robots import DEAD, ERROR, FETCHED, MISSING, RobotsCache
 from crawler.node import Counters
 from crawler.state import StateStore, restore_all, save_all
 from tests.conftest import free_port
@@ -242,6 +242,27 @@ async def test_robots_error_failures_carry_over_a_restart(tmp_path, robots_site,
     cache.save(store)
     saved = store.read("robots", 1)
     assert saved[0]["failures"] == 3 and "text" not in saved[0]
+
+
+async def test_robots_dead_entries_and_reasons_survive_a_restart(tmp_path, robots_site, make_robots):
+    """A dead origin stays dead across a restart, with its reason, and is not fetched again."""
+    port, hits = robots_site
+    store = StateStore(tmp_path)
+    first = make_robots(dead_cache_s=60.0)
+    dead, made = await first.fetch("http://127.0.0.1:9")          # only a private address: permanent
+    broken, _ = await first.fetch(origin("broken", port))
+    assert dead.source == DEAD and len(made) == 1
+    first.save(store)
+    records = {r["origin"]: r for r in store.read("robots", 1)}
+    assert records["http://127.0.0.1:9"]["reason"] == "private_address"
+    assert records[origin("broken", port)]["reason"] == "http_503"
+    second = make_robots(dead_cache_s=60.0)
+    second.restore(store)
+    rules, made = await second.fetch("http://127.0.0.1:9")
+    assert made == [] and rules.source == DEAD and rules.reason == "private_address"
+    assert not rules.allowed("http://127.0.0.1:9/x") and 55 < second.remaining_s(rules) <= 60
+    rules, made = await second.fetch(origin("broken", port))
+    assert made == [] and rules.reason == "http_503" and hits["broken"] == 1
 
 
 async def test_robots_unusable_records_leave_the_cache_empty(tmp_path, make_robots, caplog):
