@@ -58,7 +58,7 @@ import shutil
 import signal
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -105,6 +105,8 @@ def build_cache(config: CacheConfig, where: str):
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
 FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WATCH_INTERVAL_S = 0.05          # the node's housekeeping tick (limits, checkpoints, early merges, the end)
+DISCOVERY_SAMPLES = 100_000      # prompt lookups' delays kept for the summary's percentiles (the newest)
+DISCOVERY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 EARLY_MERGE_BACKOFF_MAX = 8      # early merges that yield little back off up to this many flush intervals
 
 
@@ -230,6 +232,7 @@ class Node:
         self.storage_error = ""
         self._drain_timer: asyncio.TimerHandle | None = None
         self._saving: asyncio.Task | None = None       # the periodic checkpoint, while it runs
+        self.discovery_delays: deque[float] = deque(maxlen=DISCOVERY_SAMPLES)   # prompt lookups' durations
 
         c = config
         pol = c.politeness
@@ -259,6 +262,10 @@ class Node:
         self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
                                        buckets=FETCH_BUCKETS_S, registry=self.registry)
         self._observe = {kind: self.fetch_seconds.labels(kind).observe for kind in ("page", "robots")}
+        self.discovery_seconds = Histogram(
+            "crawler_discovery_delay_seconds", "Prompt lookups: from a page's links entering the DUE buffer while a "
+            "worker waited and a host they are for had nothing queued, to their new URLs entering the frontier.",
+            buckets=DISCOVERY_BUCKETS_S, registry=self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
         self.fetcher: Fetcher | None = None
@@ -375,6 +382,7 @@ class Node:
         if self.scorer is not None:
             self.scorer.count(fps)
         try:
+            buffered = self.due.buffered
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)
@@ -382,6 +390,9 @@ class Node:
             if exc.errno in _STORAGE_ERRNOS:
                 self._storage_failed(exc)
             raise                                   # no ACK: the peer keeps the batch and sends it again
+        if (self.frontier.has_waiters and self.due.buffered > buffered and self.config.due.prompt_lookups
+                and self._hungry(urls)):
+            self._prompt_lookup(buffered)
 
     async def _send_batch(self, peer: int, urls: list[str]) -> None:
         await self.peers.send(peer, urls)
@@ -438,10 +449,58 @@ class Node:
         links, failure = await self.links_of(result, content_fp)
         self.record(result, "page", len(links), failure, content_fp)
         if links:
+            buffered = self.due.buffered
             await self.add_urls(links)
+            if (self.frontier.has_waiters and self.due.buffered > buffered and self.config.due.prompt_lookups
+                    and self._hungry(links, host)):
+                self._prompt_lookup(buffered)
         if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
             self.stop("max_pages")
         return delay
+
+    def _hungry(self, links: list[str], page_host: str | None = None) -> bool:
+        """Could these links, now in the DUE buffer, feed a waiting worker? Yes if their page's host, or
+        a host of ours one of them is for, has nothing queued. Asked only while a worker waits."""
+        queued_of = self.frontier.queued_of
+        if page_host is not None and not queued_of(page_host):
+            return True
+        owner, me, single = self.partitioner.owner, self.node_id, self.n_nodes == 1
+        for url in links:
+            other = host_of(url)
+            if other != page_host and not queued_of(other) and (single or owner(other) == me):
+                return True
+        return False
+
+    def _merge_finished(self) -> None:
+        """A merge ended (called from the DUE's thread, through the loop): its new URLs go to the frontier
+        now, not at the watch's next look."""
+        if self.storage_error or self.due.closed:
+            return
+        try:
+            new = self.due.poll()
+            if new:
+                self.enqueue(new)
+        except OSError as exc:
+            if exc.errno not in _STORAGE_ERRNOS:
+                raise
+            self._storage_failed(exc)
+
+    def _prompt_lookup(self, start: int) -> None:
+        """Links that may feed a waiting worker are looked up in the DUE's disk set now (`peek`) instead of
+        waiting in its buffer for the next merge (due.prompt_lookups, docs/due.md)."""
+        t0 = time.perf_counter()
+        try:
+            new = self.due.peek(start)
+        except OSError as exc:
+            if exc.errno not in _STORAGE_ERRNOS:
+                raise
+            self._storage_failed(exc)
+            return
+        if new:
+            self.enqueue(new)
+        delay_s = time.perf_counter() - t0
+        self.discovery_delays.append(delay_s)
+        self.discovery_seconds.observe(delay_s)
 
     def _retry_after_s(self, result: FetchResult) -> float:
         """How long a 429/503 holds its host: its Retry-After, or the default, within the cap."""
@@ -805,6 +864,15 @@ class Node:
     async def start(self) -> None:
         c = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        loop = asyncio.get_running_loop()
+
+        def merged() -> None:                           # runs in the merge thread
+            try:
+                loop.call_soon_threadsafe(self._merge_finished)
+            except RuntimeError:                        # the loop is closed: the node is gone
+                pass
+
+        self.due.on_merge_done = merged
         if c.splitter.log.enabled:
             self.splitter.log = StreamLog(self.data_dir / "splitter-log", self.node_id, self.n_nodes,
                                           c.splitter.log.rotate_bytes)
@@ -889,6 +957,7 @@ class Node:
             await step(self.peers.close)                  # what is not ACKed goes to the spool
             await step(lambda: self.frontier.confirm(mark))
         await step(self.splitter.close)
+        self.due.on_merge_done = None
         for call in self._io_closers():
             await step(call)
         if self._parse_pool is not None:
@@ -995,6 +1064,7 @@ class Node:
             "due": {k: self.due.stats()[k] for k in ("merges", "merge_seconds", "merge_cpu_seconds", "disk_fingerprints",
                                                      "disk_bytes", "duplicates_emitted")},
             "worker_errors": c.worker_errors,
+            "discovery_delay_s": self._discovery_summary(),
             "storage_error": self.storage_error,
             "cache_hit_rates": self.cache_hit_rates(),
             "cache_lookups": {name: list(hc) for name, hc in self.cache_counts().items()},
@@ -1008,6 +1078,14 @@ class Node:
             "cpu_phases_s": self._cpu_phases(),
             "pages_per_s": round(run_pages / duration, 2) if duration > 0 else 0.0,
         }
+
+    def _discovery_summary(self) -> dict:
+        """Prompt lookups of this process: how many, and their delays' median, p99 and max (seconds)."""
+        delays = sorted(self.discovery_delays)
+        if not delays:
+            return {"lookups": 0}
+        at = lambda q: round(delays[min(len(delays) - 1, int(q * len(delays)))], 6)     # noqa: E731
+        return {"lookups": len(delays), "p50": at(0.5), "p99": at(0.99), "max": round(delays[-1], 6)}
 
     def _cpu_phases(self) -> dict:
         """CPU seconds by phase: opening the stores, crawling (until the workers end), and the

@@ -291,6 +291,10 @@ class DueConfig:
     buffer_size: int = _f(1_000_000, "URLs held before a merge with the disk set.", "urls", min=1)
     flush_interval_s: float = _f(0.5, "Least time between early merges asked for because the frontier runs low "
                                       "(an idle node merges at once).", "s", min=0)
+    prompt_lookups: bool = _f(True, "When a page's links enter the buffer while a worker waits and a host they are for "
+                                    "has nothing queued, look them up in the disk set at once and hand the new ones "
+                                    "to the frontier, instead of waiting for the next merge: a host never idles while "
+                                    "its next URLs wait in the buffer.")
     buckets: int = _f(64, "Fingerprint-prefix buckets of the on-disk set; a power of two. A DUE directory keeps "
                           "the count it was created with.", "buckets", min=1, max=65536)
     delta_ratio: float = _f(0.125, "A bucket's delta file is folded into its base once it holds this fraction of "

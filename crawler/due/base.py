@@ -26,6 +26,16 @@ class DUE(ABC):
         decides at once has nothing to start."""
         return False
 
+    def peek(self, start: int) -> list[str]:
+        """Hand out now the new URLs among those the last submit left undecided from buffer position
+        `start` on (see DiskDUE.peek). A DUE that decides at once has nothing left to peek."""
+        return []
+
+    @property
+    def buffered(self) -> int:
+        """URLs accepted and not yet taken by a merge."""
+        return 0
+
     def poll(self) -> list[str]:
         """New URLs decided since the last call, without waiting."""
         return []

@@ -103,6 +103,8 @@ class _MergeJob:
     segments: list[int]
     count: int = 0                 # len(fps), for `pending` while the merge runs
     urls: list[str] = field(default_factory=list)
+    new_fps: np.ndarray | None = None   # fingerprints of `urls`, same order (to skip those peeked early)
+    skip: np.ndarray | None = None      # fingerprints peek handed out before the merge began: not handed out again
     new: int = 0
     repeats: int = 0
     seconds: float = 0.0
@@ -182,6 +184,12 @@ class DiskDUE(DUE):
         self._last_merge_s = 0.0
         self._wait_s = 0.0                        # time callers waited for background merges
         self._merge_cpu_s = 0.0                   # CPU time of merges (this session)
+        self._early: set[int] = set()             # fingerprints peek handed out, until their merge collects
+        self._peeked = 0                          # URLs handed out by peek (this session)
+        # Called at the end of every merge, from the thread that ran it (the merge thread for a
+        # background merge): an event loop hooks `call_soon_threadsafe` here to collect the new
+        # URLs at once instead of at its next look (the node's prompt merges, docs/due.md).
+        self.on_merge_done: Callable[[], None] | None = None
         self._synced_now()
         self._closed = False
         self.restore()
@@ -279,6 +287,20 @@ class DiskDUE(DUE):
         return self._job is not None
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def buffered(self) -> int:
+        """URLs in the buffer that no merge has taken yet (a submit's misses raise it)."""
+        return self._front.n
+
+    @property
+    def last_merge_s(self) -> float:
+        """Wall time of the last merge collected."""
+        return self._last_merge_s
+
+    @property
     def _job(self) -> _MergeJob | None:
         """The merge in progress. Setting it sets what the front checks instead: its
         `look_at`, the buffer fill at which to start a merge (none running) or to wait
@@ -347,6 +369,7 @@ class DiskDUE(DUE):
             "last_merge_seconds": self._last_merge_s,
             "merge_wait_seconds": self._wait_s,
             "merge_cpu_seconds": self._merge_cpu_s,
+            "peeked": self._peeked,
             "new": c.new,
             "duplicates_emitted": c.duplicates_emitted,
             "buffer_repeats": c.buffer_repeats,
@@ -365,6 +388,10 @@ class DiskDUE(DUE):
         try:
             if self._job is not None:
                 self._collect()
+            if self._early and self._n:
+                # Peeked URLs wait in the buffer: a restart would hand them out again, so they are merged
+                # now; the rest of its new URLs come out at the next start, like any found but not returned.
+                self._run_now()
             if self._delivered:
                 self._release_delivered()
             for release in self._undelivered:
@@ -493,6 +520,8 @@ class DiskDUE(DUE):
         """Freeze the buffer and its journal segments into a merge job; start a new segment."""
         self._last_merge += 1
         job = _MergeJob(self._last_merge, self._buf[:self._n], self._urls, self._segments, self._n)
+        if self._early:
+            job.skip = np.fromiter(self._early, dtype=np.uint64, count=len(self._early))
         self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
         self._n = 0
         self._urls = []
@@ -548,6 +577,9 @@ class DiskDUE(DUE):
             self._append_buffer(rest, rest_urls)
             self._segments = job.segments + self._segments
             raise job.error
+        if self._early:
+            self._skip_peeked(job)
+        job.new_fps = job.skip = None
         if self._ready:
             self._ready.extend(job.urls)
         else:                        # the usual case: take the list (extend would touch every str)
@@ -559,6 +591,49 @@ class DiskDUE(DUE):
         self._counters.merge_seconds += job.seconds
         self._merge_cpu_s += job.cpu_seconds
         self._last_merge_s = job.seconds
+
+    def _skip_peeked(self, job: _MergeJob) -> None:
+        """Peeked URLs a merge found new are on disk now: they need no remembering. Those peek handed
+        out while the merge ran (it skipped only the ones peeked before it began) are not handed out
+        again."""
+        if job.skip is not None:
+            self._early.difference_update(job.skip.tolist())
+        if self._early and job.new_fps is not None and len(job.new_fps):
+            early = np.fromiter(self._early, dtype=np.uint64, count=len(self._early))
+            twice = np.isin(job.new_fps, early)
+            if twice.any():
+                job.urls = [u for u, dup in zip(job.urls, twice.tolist()) if not dup]
+                self._early.difference_update(job.new_fps[twice].tolist())
+
+    def peek(self, start: int) -> list[str]:
+        """Decide now, without a merge, which URLs of the buffer from position `start` are new, and hand
+        them out (the node's prompt lookups: these URLs may feed a worker that waits).
+
+        `start` is `buffered` before the submit that added them: the buffer's tail is exactly that
+        submit's misses (if a merge took the buffer meanwhile, there is nothing to peek). A URL is
+        new if its fingerprint is not in the disk set and was not handed out early already; the
+        merge that later takes it writes it to disk and does not hand it out again. Costs a lookup
+        per fingerprint in the bucket files (a few cache lines each), so it is for a page's links
+        now and then, not for every submit. A crash before that merge commits hands such URLs out
+        again on restart, like the URLs of an unreleased merge (at most one buffer).
+        """
+        n = self._n
+        if not 0 <= start < n:
+            return []
+        if self._delivered:
+            self._release_delivered()
+        fps = self._buf[start:n]
+        keys, first = np.unique(fps, return_index=True)
+        fresh = ~self._set.contains(keys)
+        if self._early:
+            fresh &= ~np.isin(keys, np.fromiter(self._early, dtype=np.uint64, count=len(self._early)))
+        if not fresh.any():
+            return []
+        self._early.update(keys[fresh].tolist())
+        urls = self._urls
+        out = [urls[start + i] for i in np.sort(first[fresh]).tolist()]
+        self._peeked += len(out)
+        return out
 
     def _deliver(self) -> list[str]:
         """Hand out the new URLs found so far; their merges are released at the next call."""
@@ -630,10 +705,11 @@ class DiskDUE(DUE):
                 # The new URLs' buffer positions in arrival order: marks in a
                 # bitmap over the buffer, read back in order (cheaper than a sort).
                 arrived = np.zeros(len(fps), dtype=bool)
-                arrived[first_pos[plan.new_mask]] = True
+                job.new = int(np.count_nonzero(plan.new_mask))
+                emit = plan.new_mask if job.skip is None else plan.new_mask & ~np.isin(keys, job.skip)
+                arrived[first_pos[emit]] = True
                 positions = np.flatnonzero(arrived).astype(POSITION_DTYPE, copy=False)
-                del arrived
-                job.new = len(positions)
+                del arrived, emit
                 self._write_positions(job.merge, positions)
                 fault("merge:positions-written")
                 with self._lock:
@@ -660,6 +736,7 @@ class DiskDUE(DUE):
             self._set.adopt(plan)
             fault("merge:adopted")
             job.urls = pick(job.urls_in, positions)
+            job.new_fps = fps[positions]
             job.urls_in = []                      # the buffer's strings may go now
             job.fps = fps = _NO_FPS               # and its fingerprints
             del keys, first_pos, positions, plan
@@ -672,6 +749,8 @@ class DiskDUE(DUE):
             job.cpu_seconds = time.thread_time() - cpu_start
             self._front.merge_done = True       # before done.set(): after it, it could outlive the collect
             job.done.set()
+            if self.on_merge_done is not None:
+                self.on_merge_done()
 
     # --- internals: files ----------------------------------------------------------
 

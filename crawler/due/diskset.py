@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,6 +123,10 @@ class DiskSet:
         self.window_entries = max(1, int(window_entries))
         self.durable = durable
         self.table = BucketTable.empty(buckets)
+        # A lookup from another thread (`contains`, the DUE's peek) and a merge's adopt (the merge thread:
+        # switch the table, delete the replaced files) exclude each other: a lookup reads whole table,
+        # whole files.
+        self._adopting = threading.Lock()
 
     # --- state -------------------------------------------------------------------
 
@@ -168,10 +173,15 @@ class DiskSet:
         return (fps >> np.uint64(self.shift)).astype(np.int64)
 
     def contains(self, fps: np.ndarray) -> np.ndarray:
-        """Membership of arbitrary fingerprints (tests and tools; not the merge path)."""
+        """Membership of arbitrary fingerprints (the DUE's peek, tests and tools; not the merge path).
+
+        Any thread: a merge's adopt waits for it. Each key costs a few cache lines of a mapped bucket
+        file (the pages a binary search touches), not a pass over the bucket.
+        """
         fps = np.asarray(fps, dtype=np.uint64)
         keys = np.unique(fps)
-        new_mask = self._find_new(keys, self._bounds(keys), self.table)[0]
+        with self._adopting:
+            new_mask = self._find_new(keys, self._bounds(keys), self.table)[0]
         return ~new_mask[np.searchsorted(keys, fps)]
 
     # --- merge -------------------------------------------------------------------
@@ -211,8 +221,9 @@ class DiskSet:
 
     def adopt(self, plan: MergePlan) -> None:
         """Switch to the merged files (after the manifest commit) and delete the old ones."""
-        self.table = plan.table
-        mergekernel.remove_files([os.fsencode(p) for p in plan.obsolete])
+        with self._adopting:
+            self.table = plan.table
+            mergekernel.remove_files([os.fsencode(p) for p in plan.obsolete])
 
     def discard(self, plan: MergePlan) -> None:
         """Delete the files of a merge that will not be committed."""

@@ -872,6 +872,17 @@ class Frontier:
         return sum(1 for f in self._waiters if not f.done())
 
     @property
+    def has_waiters(self) -> bool:
+        """A worker may be waiting in get() (cheap: no count; a cancelled waiter lingers until the next
+        dispatch)."""
+        return bool(self._waiters)
+
+    def queued_of(self, host: str) -> int:
+        """URLs queued for `host` (RAM and disk; not the one in flight)."""
+        h = self._hosts.get(host)
+        return h.queued if h is not None else 0
+
+    @property
     def busy_hosts(self) -> int:
         return self._busy
 

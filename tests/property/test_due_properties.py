@@ -1,6 +1,7 @@
 """DiskDUE against a set-based model, for any interleaving of submissions,
-merges (flush, or start_merge and poll without waiting) and clean restarts:
-every distinct URL comes out exactly once."""
+merges (flush, or start_merge and poll without waiting), prompt lookups
+(a submit followed by a peek of its misses) and clean restarts: every
+distinct URL comes out exactly once."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ DOMAIN = 60          # distinct URLs an example can draw from: small, so repeats
 
 operation = st.one_of(
     st.tuples(st.just("submit"), st.lists(st.integers(0, DOMAIN - 1), max_size=12)),
+    st.tuples(st.just("submit+peek"), st.lists(st.integers(0, DOMAIN - 1), max_size=12)),
     st.tuples(st.just("flush"), st.none()),
     st.tuples(st.just("start_merge"), st.none()),
     st.tuples(st.just("poll"), st.none()),
@@ -62,6 +64,13 @@ def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
                 if op == "submit":
                     emitted += due.submit(*batch(arg))
                     submitted |= {url_of(i) for i in arg}
+                elif op == "submit+peek":
+                    start = due.buffered
+                    emitted += due.submit(*batch(arg))
+                    submitted |= {url_of(i) for i in arg}
+                    peeked = due.peek(start)
+                    assert set(peeked) <= {url_of(i) for i in arg}
+                    emitted += peeked
                 elif op == "flush":
                     emitted += due.flush()
                     assert due.pending == 0

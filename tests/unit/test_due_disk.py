@@ -114,6 +114,37 @@ def test_start_merge_does_not_wait_and_poll_collects(tmp_path: Path, background:
     due.close()
 
 
+def test_peek_hands_out_a_submits_new_urls_at_once_and_the_merge_not_again(tmp_path: Path, background: bool) -> None:
+    due = DiskDUE(tmp_path, config(buffer_size=100, cache_size=1), background=background)
+    submit(due, [1, 2, 3])
+    assert due.flush() == [url_of(i) for i in (1, 2, 3)]                # 1..3 on disk now
+    start = due.buffered
+    # With a 1-entry cache each of these misses it: all four are buffered.
+    assert submit(due, [2, 4, 5, 4]) == [] and due.buffered == start + 4
+    assert due.peek(start) == [url_of(4), url_of(5)]                   # 2 is on disk; 4 once, in arrival order
+    assert due.peek(start) == []                                        # handed out already
+    assert due.pending == 4                                             # still to be written to disk
+    assert due.flush() == []                                            # the merge does not hand them out again
+    assert due.stats()["peeked"] == 2 and due.stats()["new"] == 5 and due.pending == 0
+    start = due.buffered
+    submit(due, [4, 6])                                                 # 4: on disk now (the cache may miss it)
+    assert due.peek(start) == [url_of(6)]
+    due.close()
+
+
+def test_peek_during_a_background_merge_of_the_same_url_hands_it_out_once(tmp_path: Path) -> None:
+    """A URL buffered earlier is being merged when a later page finds it again (the cache forgot it) and
+    peeks: one of the two hands it out, never both."""
+    due = DiskDUE(tmp_path, config(buffer_size=100, cache_size=1), background=True)
+    submit(due, [7, 1])                          # 7 buffered; the 1-entry cache keeps only 1
+    assert due.start_merge()                     # 7 is in the running merge
+    start = due.buffered
+    submit(due, [7])                             # a cache miss again
+    out = due.peek(start) + due.flush()
+    assert sorted(out) == sorted([url_of(7), url_of(1)])
+    due.close()
+
+
 def test_stats_has_the_metrics(tmp_path: Path) -> None:
     due = DiskDUE(tmp_path, config(), buckets=2)
     submit(due, [1, 2, 2, 3])
