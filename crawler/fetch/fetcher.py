@@ -17,8 +17,8 @@ Limits, each ending the fetch with its reason code (result.py):
 - body on the wire (fetch.max_body_bytes): reading stops at the limit, what was
   read is kept and the connection is closed;
 - decoded body (fetch.max_decoded_bytes): aiohttp's decompression is off and
-  the body is inflated here incrementally and bounded (decode.py), which also
-  keeps the body as received for WARC records.
+  the body (gzip, deflate, br, zstd) is decoded here incrementally and bounded
+  (decode.py), which also keeps the body as received for WARC records.
 Redirects are never followed: a 3xx comes back with its raw `location`.
 
 A fetch never raises for what the network or the server does; cancellation
@@ -37,7 +37,7 @@ from yarl import URL
 
 from crawler.config.schema import FetchConfig
 from crawler.fetch import result as R
-from crawler.fetch.decode import BadContentEncoding, BodyDecoder, DecodedTooLarge, parse_codings
+from crawler.fetch.decode import ACCEPT_ENCODING, BadContentEncoding, BodyDecoder, DecodedTooLarge, parse_codings
 from crawler.fetch.dns import Resolver
 from crawler.fetch.guard import ip_literal, is_forbidden
 from crawler.fetch.headers import parse_content_type, parse_retry_after
@@ -46,7 +46,6 @@ from crawler.fetch.result import FetchResult
 log = logging.getLogger(__name__)
 
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-ACCEPT_ENCODING = "gzip, deflate"            # no br: no brotli library is installed
 _SCHEMES = ("http://", "https://")
 _SCHEME_PREFIX_CHARS = len("https://")
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
