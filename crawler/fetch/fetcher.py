@@ -12,6 +12,9 @@ Limits, each ending the fetch with its reason code (result.py):
   hosts, against the private-network guard (aiohttp never resolves them);
 - connect (fetch.connect_timeout_s, per TCP+TLS attempt), read (the server
   silent for fetch.read_timeout_s) and total (fetch.total_timeout_s) timeouts;
+- a floor on the body's rate (fetch.min_bytes_per_s over windows of
+  fetch.min_rate_window_s, see `_watch_rate`): a server trickling a byte just
+  often enough to dodge the read timeout is cut as too_slow;
 - response header lines and fields (fetch.max_header_bytes, enforced by
   aiohttp's parser);
 - body on the wire (fetch.max_body_bytes): reading stops at the limit, what was
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 
 import aiohttp
@@ -59,7 +63,7 @@ _TOO_MANY_HEADERS = "too many headers"
 class _Transfer:
     """What one exchange has produced so far (kept when it fails half-way)."""
 
-    __slots__ = ("parts", "decoder", "decode_error", "head_bytes", "stopped")
+    __slots__ = ("parts", "decoder", "decode_error", "head_bytes", "stopped", "detail", "timer")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -67,6 +71,8 @@ class _Transfer:
         self.decode_error = ""
         self.head_bytes = 0
         self.stopped = ""                    # reason code when reading stopped at a limit
+        self.detail = ""                     # why, when the limit's own words are not enough
+        self.timer: asyncio.TimerHandle | None = None    # the body-rate check of the current window
 
 
 def _chain(exc: BaseException):
@@ -131,6 +137,8 @@ class Fetcher:
         # Per-URL limits.
         self._max_url_bytes = max_url_bytes
         self._allow_private = config.allow_private_networks
+        self._rate_window_s = config.min_rate_window_s
+        self._rate_window_bytes = math.ceil(config.min_bytes_per_s * config.min_rate_window_s)
         self._session: aiohttp.ClientSession | None = None
         # fetch.max_connections: a fetch waits for a slot *before* its clock starts, so the queue
         # never eats into its timeouts or its measured duration (aiohttp's own connector limit
@@ -256,7 +264,7 @@ class Fetcher:
         else:
             if transfer.stopped:
                 res.reason, res.truncated = transfer.stopped, True
-                res.detail = f"body over {limit} bytes"
+                res.detail = transfer.detail or f"body over {limit} bytes"
             elif transfer.decode_error:
                 res.reason, res.detail = R.BAD_CONTENT_ENCODING, transfer.decode_error
         self._finish_body(res, transfer)
@@ -272,13 +280,56 @@ class Fetcher:
                 transfer.decode_error = f"unsupported Content-Encoding {resp.headers.get('Content-Encoding')!r}"
             elif codings:
                 transfer.decoder = BodyDecoder(codings, decoded_limit)
+            if self._rate_window_bytes and not resp.content.is_eof():
+                self._watch_rate(resp, transfer)
             try:
                 await self._read_body(resp, transfer, limit)
-            except BaseException:
+            except aiohttp.ClientConnectionError:
                 resp.close()                              # never return a half-read connection to the pool
+                if transfer.stopped != R.TOO_SLOW:        # else: _watch_rate closed it, and that is the result
+                    raise
+            except BaseException:
+                resp.close()
                 raise
+            finally:
+                if transfer.timer is not None:
+                    transfer.timer.cancel()
             if transfer.stopped:
                 resp.close()
+
+    def _watch_rate(self, resp: aiohttp.ClientResponse, transfer: _Transfer) -> None:
+        """Cut the body if a whole window of min_rate_window_s brings less than min_bytes_per_s on average.
+
+        One timer per window, nothing per chunk (the hot path only counts what
+        aiohttp counts anyway, `content.total_bytes`). The first window starts
+        with the response headers; a body that ends within a window is never
+        judged on that partial window. When a window falls short, the response
+        is closed at once (reason too_slow, truncated, what was read kept, the
+        connection not returned to the pool).
+
+        Bound: the cut comes at the end of the first whole window the body
+        fails, so at most 2 * min_rate_window_s after the body slows down (one
+        window when it is slow from its first byte), whatever read_timeout_s is:
+        a server sending a byte just before each read timeout is cut like any
+        other. A server that stops sending is cut by whichever comes first, the
+        window's end or read_timeout_s.
+        """
+        loop = asyncio.get_running_loop()
+        content = resp.content
+        window_s, need = self._rate_window_s, self._rate_window_bytes
+
+        def check(mark: int) -> None:
+            got = content.total_bytes - mark
+            if got >= need:
+                transfer.timer = loop.call_later(window_s, check, content.total_bytes)
+                return
+            transfer.timer = None
+            transfer.stopped = R.TOO_SLOW
+            transfer.detail = (f"{got} bytes in {window_s:g} s, under fetch.min_bytes_per_s "
+                               f"{self._config.min_bytes_per_s}")
+            resp.close()                                  # wakes the pending read with ClientConnectionError
+
+        transfer.timer = loop.call_later(window_s, check, 0)
 
     def _take_head(self, resp: aiohttp.ClientResponse, res: FetchResult, transfer: _Transfer) -> None:
         """Copy status line and headers into the result."""
