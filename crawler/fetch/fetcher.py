@@ -1,11 +1,11 @@
 """The HTTP fetcher: one GET, hard limits on everything, a FetchResult always.
 
-One aiohttp ClientSession serves the whole node. Its TCPConnector keeps one
-idle connection per host alive between polite requests (fetch.keepalive_s),
-has no connection limits of its own (the frontier already guarantees at most
-one request in flight per host), binds to the node's `source_address` when
-given, and resolves names through our caching `Resolver` (aiohttp's DNS cache
-is off), which also applies the private-network guard to resolved addresses.
+One aiohttp ClientSession serves the whole node. Its connector keeps one idle
+connection per host alive between polite requests (fetch.keepalive_s), has no
+connection limits of its own (the frontier already guarantees at most one
+request in flight per host), binds to the node's `source_address` when given,
+and resolves names through our caching `Resolver` (aiohttp's DNS cache is
+off), which also applies the private-network guard to resolved addresses.
 
 Limits, each ending the fetch with its reason code (result.py):
 - URL length and scheme are checked before anything is sent; so are IP-literal
@@ -24,6 +24,16 @@ Limits, each ending the fetch with its reason code (result.py):
   (decode.py), which also keeps the body as received for WARC records.
 Redirects are never followed: a 3xx comes back with its raw `location`.
 
+TLS (tls.py): one SSL context per fetcher from fetch.tls, built when the
+fetcher is made, so a bad ca_file or client key stops the node at start; a
+certificate that fails verification ends the fetch as tls_untrusted,
+tls_expired or tls_hostname_mismatch before any request is sent.
+
+Proxies (proxy.py): fetch.proxy or the node's own, http:// (HTTPS through
+CONNECT) or socks5h://. aiohttp never resolves a target behind a proxy, so the
+fetcher resolves it through the Resolver itself (cached) and lets the guard
+judge it before anything reaches the proxy; the proxy's own address is trusted.
+
 A fetch never raises for what the network or the server does; cancellation
 propagates.
 """
@@ -33,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import time
 
 import aiohttp
@@ -41,10 +52,13 @@ from yarl import URL
 
 from crawler.config.schema import FetchConfig
 from crawler.fetch import result as R
+from crawler.fetch import tls
 from crawler.fetch.decode import ACCEPT_ENCODING, BadContentEncoding, BodyDecoder, DecodedTooLarge, parse_codings
 from crawler.fetch.dns import Resolver
 from crawler.fetch.guard import ip_literal, is_forbidden
 from crawler.fetch.headers import parse_content_type, parse_retry_after
+from crawler.fetch.proxy import (HTTP, PROXY_ERRORS, PROXY_TIMEOUTS, ProxyTrustingResolver, parse_proxy,
+                                 socks_connector)
 from crawler.fetch.result import FetchResult
 
 log = logging.getLogger(__name__)
@@ -58,6 +72,7 @@ _HEADER_LINE_OVERHEAD_BYTES = 4              # ": " and CRLF around each reconst
 _STATUS_LINE_FMT = "HTTP/{}.{} {} {}\r\n"
 _END_OF_HEADERS_BYTES = 2
 _TOO_MANY_HEADERS = "too many headers"
+_TLS_REASONS = frozenset({R.TLS_UNTRUSTED, R.TLS_EXPIRED, R.TLS_HOSTNAME_MISMATCH, R.TLS_HANDSHAKE})
 
 
 class _Transfer:
@@ -88,19 +103,34 @@ def _chain(exc: BaseException):
         todo.extend((cur.__cause__, cur.__context__, getattr(cur, "os_error", None)))
 
 
-def classify(exc: BaseException) -> str:
-    """The reason code of an exception raised by aiohttp (or our resolver) during a fetch."""
+def classify(exc: BaseException, https: bool = False) -> str:
+    """The reason code of an exception raised by aiohttp (or our resolver, a proxy, TLS) during a fetch.
+
+    `https`: the URL was https, so a connection reset while connecting cut the
+    TLS handshake (connect() itself is refused, never reset).
+    """
+    tls_reason = ""
     for cur in _chain(exc):
         reason = getattr(cur, "reason", None)
         if isinstance(reason, str) and reason in R.REASON_CODES and reason != R.OK:
             return reason                                   # DnsError, PrivateAddressError
         if isinstance(cur, LineTooLong):
             return R.HEADER_TOO_LARGE
+        if isinstance(cur, PROXY_ERRORS):
+            return R.PROXY_ERROR
+        if isinstance(cur, PROXY_TIMEOUTS):
+            return R.CONNECT_TIMEOUT
+        if tls_reason in ("", R.TLS_HANDSHAKE):             # a verification failure says more than its wrapper
+            tls_reason = tls.classify(cur) or tls_reason
+    if tls_reason:
+        return tls_reason
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return R.CONNECT_TIMEOUT
     if isinstance(exc, aiohttp.ServerTimeoutError):
         return R.READ_TIMEOUT
     if isinstance(exc, aiohttp.ClientConnectorError):
+        if https and isinstance(exc.os_error, (ConnectionResetError, BrokenPipeError)):
+            return R.TLS_HANDSHAKE
         return R.CONNECT_ERROR
     if isinstance(exc, aiohttp.NonHttpUrlClientError):
         return R.UNSUPPORTED_SCHEME
@@ -128,12 +158,26 @@ class Fetcher:
     """GETs one URL at a time per call, never following redirects, never raising for network trouble."""
 
     def __init__(self, config: FetchConfig, resolver: Resolver, user_agent: str, *,
-                 source_address: str | None = None, max_url_bytes: int = 2048) -> None:
+                 source_address: str | None = None, max_url_bytes: int = 2048, proxy: str | None = None) -> None:
+        """`proxy`: this node's proxy URL; None means fetch.proxy, "" means none.
+
+        Raises ConfigError (naming the key) for an unusable fetch.tls or proxy setting.
+        """
         # What to send.
         self._config = config
         self._resolver = resolver
         self._user_agent = user_agent
         self._source_address = source_address
+        # How: TLS and the way out.
+        self._ssl = tls.make_context(config.tls)
+        if not config.tls.verify:
+            log.warning("fetch.tls.verify is false: server certificates are NOT verified (any certificate is "
+                        "accepted; for test webs only)")
+        key = "fetch.proxy" if proxy is None else "cluster.nodes[].proxy"
+        self._proxy = parse_proxy(config.proxy if proxy is None else proxy, key)
+        self._http_proxy = self._proxy.url if self._proxy is not None and self._proxy.scheme == HTTP else None
+        if self._proxy is not None:
+            log.info("fetching through the %s proxy %s:%d", self._proxy.scheme, self._proxy.host, self._proxy.port)
         # Per-URL limits.
         self._max_url_bytes = max_url_bytes
         self._allow_private = config.allow_private_networks
@@ -162,15 +206,23 @@ class Fetcher:
                 raise RuntimeError("Fetcher is closed")
             cfg = self._config
             keepalive = cfg.keepalive_s > 0
-            connector = aiohttp.TCPConnector(
-                resolver=self._resolver,
+            options = dict(
                 use_dns_cache=False,
                 limit=0,                                  # the cap is self._slots; per host the frontier allows one
                 limit_per_host=0,
                 force_close=not keepalive,
                 keepalive_timeout=cfg.keepalive_s if keepalive else None,
                 local_addr=(self._source_address, 0) if self._source_address else None,
+                ssl=self._ssl,
             )
+            proxy = self._proxy
+            if proxy is None:
+                connector = aiohttp.TCPConnector(resolver=self._resolver, **options)
+            elif proxy.scheme == HTTP:
+                connector = aiohttp.TCPConnector(resolver=ProxyTrustingResolver(self._resolver, proxy.host), **options)
+            else:
+                del options["local_addr"]                 # aiohttp-socks opens the proxy connection itself
+                connector = socks_connector(proxy, **options)
             trace = aiohttp.TraceConfig()
             trace.on_connection_create_start.append(_connect_started)
             trace.on_connection_create_end.append(_connect_ended)
@@ -245,6 +297,8 @@ class Fetcher:
         deadline = None
         try:
             async with asyncio.timeout(self._config.total_timeout_s) as deadline:
+                if self._proxy is not None:
+                    res.ip = await self._judge_target(yurl)
                 await self._exchange(session, yurl, res, transfer, limit, decoded_limit)
         except Exception as exc:                          # noqa: BLE001 - classified below; CancelledError passes
             if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
@@ -253,11 +307,13 @@ class Fetcher:
                 res.reason = R.DECODED_TOO_LARGE
                 exc = DecodedTooLarge(f"decoded body over {decoded_limit} bytes")
             else:
-                res.reason = classify(exc)
+                res.reason = classify(exc, yurl.scheme == "https")
                 if not res.reason:
                     self._unexpected_errors += 1
                     log.warning("unexpected error fetching %s", url, exc_info=True)
                     res.reason = R.PROTOCOL_ERROR
+                elif res.status and res.reason in _TLS_REASONS:
+                    res.reason = R.PROTOCOL_ERROR         # TLS broke after the handshake, mid-response
             res.detail = f"{type(exc).__name__}: {exc}"
             if res.status:
                 res.truncated = True                      # the body is incomplete
@@ -270,10 +326,21 @@ class Fetcher:
         self._finish_body(res, transfer)
         return self._done(res, t0)
 
+    async def _judge_target(self, yurl: URL) -> str:
+        """The target's address, resolved here because nothing else does behind a proxy.
+
+        The Resolver's aiohttp hook applies the guard (PrivateAddressError) and
+        keeps DNS failures' reasons (DnsError); answers are cached, so this costs
+        a dict lookup per fetch once a host is known. Nothing has been sent to
+        the proxy yet.
+        """
+        results = await self._resolver.resolve(yurl.raw_host, yurl.port or 0, socket.AF_UNSPEC)
+        return results[0]["host"]
+
     async def _exchange(self, session: aiohttp.ClientSession, yurl: URL, res: FetchResult, transfer: _Transfer,
                         limit: int, decoded_limit: int) -> None:
         """Send the request and read the response into `res` and `transfer`."""
-        async with session.get(yurl, allow_redirects=False, trace_request_ctx=res) as resp:
+        async with session.get(yurl, allow_redirects=False, trace_request_ctx=res, proxy=self._http_proxy) as resp:
             self._take_head(resp, res, transfer)
             codings = parse_codings(resp.headers.get("Content-Encoding"))
             if codings is None:
@@ -343,7 +410,8 @@ class Fetcher:
             res.location = headers.get("Location")
         if status in _RETRY_AFTER_STATUSES:
             res.retry_after_s = parse_retry_after(headers.get("Retry-After"), res.started)
-        res.ip = _peer_ip(resp)
+        if res.ip is None:                                # through a proxy: the target's address, judged
+            res.ip = _peer_ip(resp)
         version = resp.version
         head = len(_STATUS_LINE_FMT.format(version.major if version else 1, version.minor if version else 1,
                                            status, res.http_reason))
