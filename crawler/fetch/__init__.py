@@ -42,8 +42,9 @@ The parts, one module each:
 
 Every class has the component shape: built from its config dataclass
 (`FetchConfig`, `DnsConfig`, `RobotsConfig`), `stats()` for metrics, and
-`close()`. docs/fetching.md explains the limits, TLS, codings and proxies. The caller owns and closes each one (the fetcher does not close
-the resolver it was given).
+`close()`. The caller owns and closes each one (the fetcher does not close
+the resolver it was given). docs/fetching.md explains the limits, TLS,
+content codings and proxies, and why.
 """
 
 from crawler.fetch.dns import DnsError, Resolver

@@ -13,7 +13,7 @@ Limits, each ending the fetch with its reason code (result.py):
 - connect (fetch.connect_timeout_s, per TCP+TLS attempt), read (the server
   silent for fetch.read_timeout_s) and total (fetch.total_timeout_s) timeouts;
 - a floor on the body's rate (fetch.min_bytes_per_s over windows of
-  fetch.min_rate_window_s, see `_watch_rate`): a server trickling a byte just
+  fetch.min_rate_window_s, see `_RateFloor`): a server trickling a byte just
   often enough to dodge the read timeout is cut as too_slow;
 - response header lines and fields (fetch.max_header_bytes, enforced by
   aiohttp's parser);
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import socket
 import time
 
@@ -73,12 +72,14 @@ _STATUS_LINE_FMT = "HTTP/{}.{} {} {}\r\n"
 _END_OF_HEADERS_BYTES = 2
 _TOO_MANY_HEADERS = "too many headers"
 _TLS_REASONS = frozenset({R.TLS_UNTRUSTED, R.TLS_EXPIRED, R.TLS_HOSTNAME_MISMATCH, R.TLS_HANDSHAKE})
+_RATE_TICKS_PER_WINDOW = 4                   # the rate floor's sweeps per min_rate_window_s: how late a cut may come
 
 
 class _Transfer:
     """What one exchange has produced so far (kept when it fails half-way)."""
 
-    __slots__ = ("parts", "decoder", "decode_error", "head_bytes", "stopped", "detail", "timer")
+    __slots__ = ("parts", "decoder", "decode_error", "head_bytes", "stopped", "detail", "resp", "window_start",
+                 "window_mark")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -87,7 +88,10 @@ class _Transfer:
         self.head_bytes = 0
         self.stopped = ""                    # reason code when reading stopped at a limit
         self.detail = ""                     # why, when the limit's own words are not enough
-        self.timer: asyncio.TimerHandle | None = None    # the body-rate check of the current window
+        # The rate floor's view (_RateFloor): the response, when its current window began, bytes by then.
+        self.resp: aiohttp.ClientResponse | None = None
+        self.window_start = 0.0
+        self.window_mark = 0
 
 
 def _chain(exc: BaseException):
@@ -154,6 +158,85 @@ async def _connect_ended(session, ctx, params) -> None:
         res.connect_s += time.monotonic()
 
 
+class _RateFloor:
+    """Cuts bodies that arrive slower than min_bytes_per_s, judged over spans of at least min_rate_window_s.
+
+    Hot path: one sweep timer for all fetches in flight instead of a timer per
+    fetch (a TimerHandle made and cancelled per page costs about as much as ten
+    dict operations), and nothing per chunk: the bytes received are what
+    aiohttp counts anyway (`content.total_bytes`). A fetch joins when its
+    headers have arrived and its body has not, and leaves when it ends.
+
+    Every min_rate_window_s / _RATE_TICKS_PER_WINDOW the sweep looks at each
+    fetch whose current window is over: if the bytes received since the
+    window began are fewer than min_bytes_per_s times the time since, the
+    response is closed at once (reason too_slow, truncated, what was read
+    kept, the connection not pooled); else a new window begins. The first
+    window begins with the response headers; a body that ends within a window
+    is never judged on it.
+
+    Bound: a body is cut at the first sweep after the first whole window it
+    fails, so at most min_rate_window_s * (1 + 1/_RATE_TICKS_PER_WINDOW) after
+    that window began, and at most 2.25 * min_rate_window_s after the body
+    slows down (1.25 windows when it is slow from its first byte: 10-12.5 s at
+    the defaults), whatever read_timeout_s is. A server sending a byte just
+    before each read timeout is cut like any other; one that stops sending is
+    cut by whichever comes first, this or read_timeout_s.
+    """
+
+    __slots__ = ("_rate", "_window_s", "_tick_s", "_watched", "_handle", "cuts")
+
+    def __init__(self, min_bytes_per_s: int, window_s: float) -> None:
+        self._rate = min_bytes_per_s
+        self._window_s = window_s
+        self._tick_s = window_s / _RATE_TICKS_PER_WINDOW
+        self._watched: dict[_Transfer, None] = {}
+        self._handle: asyncio.TimerHandle | None = None
+        self.cuts = 0
+
+    def watch(self, resp: aiohttp.ClientResponse, transfer: _Transfer) -> None:
+        """Judge this body from now on. Hot path: once per page whose body is not complete with its headers."""
+        loop = asyncio.get_running_loop()
+        transfer.resp = resp
+        transfer.window_start = loop.time()
+        transfer.window_mark = 0                          # body bytes that came with the headers count too
+        self._watched[transfer] = None
+        if self._handle is None:
+            self._handle = loop.call_later(self._tick_s, self._sweep)
+
+    def unwatch(self, transfer: _Transfer) -> None:
+        self._watched.pop(transfer, None)
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        window_s, rate = self._window_s, self._rate
+        cut = []
+        for transfer in self._watched:
+            span = now - transfer.window_start
+            if span < window_s:
+                continue
+            total = transfer.resp.content.total_bytes
+            got = total - transfer.window_mark
+            if got >= rate * span:
+                transfer.window_start, transfer.window_mark = now, total
+                continue
+            transfer.stopped = R.TOO_SLOW
+            transfer.detail = f"{got} bytes in {span:.1f} s, under fetch.min_bytes_per_s {rate}"
+            cut.append(transfer)
+        for transfer in cut:
+            del self._watched[transfer]
+            self.cuts += 1
+            transfer.resp.close()                         # wakes the pending read with ClientConnectionError
+        self._handle = loop.call_later(self._tick_s, self._sweep) if self._watched else None
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._watched.clear()
+
+
 class Fetcher:
     """GETs one URL at a time per call, never following redirects, never raising for network trouble."""
 
@@ -181,8 +264,8 @@ class Fetcher:
         # Per-URL limits.
         self._max_url_bytes = max_url_bytes
         self._allow_private = config.allow_private_networks
-        self._rate_window_s = config.min_rate_window_s
-        self._rate_window_bytes = math.ceil(config.min_bytes_per_s * config.min_rate_window_s)
+        self._rate_floor = _RateFloor(config.min_bytes_per_s, config.min_rate_window_s) \
+            if config.min_bytes_per_s > 0 else None
         self._session: aiohttp.ClientSession | None = None
         # fetch.max_connections: a fetch waits for a slot *before* its clock starts, so the queue
         # never eats into its timeouts or its measured duration (aiohttp's own connector limit
@@ -347,56 +430,23 @@ class Fetcher:
                 transfer.decode_error = f"unsupported Content-Encoding {resp.headers.get('Content-Encoding')!r}"
             elif codings:
                 transfer.decoder = BodyDecoder(codings, decoded_limit)
-            if self._rate_window_bytes and not resp.content.is_eof():
-                self._watch_rate(resp, transfer)
+            floor = self._rate_floor
+            if floor is not None and not resp.content.is_eof():
+                floor.watch(resp, transfer)
             try:
                 await self._read_body(resp, transfer, limit)
             except aiohttp.ClientConnectionError:
                 resp.close()                              # never return a half-read connection to the pool
-                if transfer.stopped != R.TOO_SLOW:        # else: _watch_rate closed it, and that is the result
+                if transfer.stopped != R.TOO_SLOW:        # else: the rate floor closed it, and that is the result
                     raise
             except BaseException:
                 resp.close()
                 raise
             finally:
-                if transfer.timer is not None:
-                    transfer.timer.cancel()
+                if transfer.resp is not None:
+                    floor.unwatch(transfer)
             if transfer.stopped:
                 resp.close()
-
-    def _watch_rate(self, resp: aiohttp.ClientResponse, transfer: _Transfer) -> None:
-        """Cut the body if a whole window of min_rate_window_s brings less than min_bytes_per_s on average.
-
-        One timer per window, nothing per chunk (the hot path only counts what
-        aiohttp counts anyway, `content.total_bytes`). The first window starts
-        with the response headers; a body that ends within a window is never
-        judged on that partial window. When a window falls short, the response
-        is closed at once (reason too_slow, truncated, what was read kept, the
-        connection not returned to the pool).
-
-        Bound: the cut comes at the end of the first whole window the body
-        fails, so at most 2 * min_rate_window_s after the body slows down (one
-        window when it is slow from its first byte), whatever read_timeout_s is:
-        a server sending a byte just before each read timeout is cut like any
-        other. A server that stops sending is cut by whichever comes first, the
-        window's end or read_timeout_s.
-        """
-        loop = asyncio.get_running_loop()
-        content = resp.content
-        window_s, need = self._rate_window_s, self._rate_window_bytes
-
-        def check(mark: int) -> None:
-            got = content.total_bytes - mark
-            if got >= need:
-                transfer.timer = loop.call_later(window_s, check, content.total_bytes)
-                return
-            transfer.timer = None
-            transfer.stopped = R.TOO_SLOW
-            transfer.detail = (f"{got} bytes in {window_s:g} s, under fetch.min_bytes_per_s "
-                               f"{self._config.min_bytes_per_s}")
-            resp.close()                                  # wakes the pending read with ClientConnectionError
-
-        transfer.timer = loop.call_later(window_s, check, 0)
 
     def _take_head(self, resp: aiohttp.ClientResponse, res: FetchResult, transfer: _Transfer) -> None:
         """Copy status line and headers into the result."""
@@ -488,11 +538,14 @@ class Fetcher:
             "duration_s_sum": self._duration_s_sum,
             "unexpected_errors": self._unexpected_errors,
             "connection_waits": self.slot_waits,
+            "too_slow_cuts": self._rate_floor.cuts if self._rate_floor is not None else 0,
         }
 
     async def close(self) -> None:
         """Close the session and its connections (the resolver belongs to the caller)."""
         self._closed = True
+        if self._rate_floor is not None:
+            self._rate_floor.close()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
