@@ -203,9 +203,9 @@ async def make_fetcher(pki):
     made = []
 
     def factory(proxy: str | None, *, allow_private: bool = True, dns: DnsConfig | None = None,
-                config_proxy: str | None = None, **overrides) -> Fetcher:
+                config_proxy: str | None = None, tls: TlsConfig | None = None, **overrides) -> Fetcher:
         config = FetchConfig(allow_private_networks=allow_private, connect_timeout_s=5.0, read_timeout_s=5.0,
-                             total_timeout_s=10.0, proxy=config_proxy, tls=TlsConfig(ca_file=str(pki[0])),
+                             total_timeout_s=10.0, proxy=config_proxy, tls=tls or TlsConfig(ca_file=str(pki[0])),
                              dns=dns or DnsConfig(), **overrides)
         resolver = Resolver(config.dns, allow_private_networks=allow_private)
         fetcher = Fetcher(config, resolver, UA, proxy=proxy)
@@ -263,6 +263,19 @@ async def test_connections_through_the_proxy_are_kept_alive(tmp_path, target, ma
     assert [r.reason for r in results] == [R.OK] * 3
     assert len({s["port"] for s in target.seen}) == 1                  # one connection from the proxy
     assert results[0].connect_s is not None and results[1].connect_s is None and results[2].connect_s is None
+
+
+@pytest.mark.parametrize("kind", ["tinyproxy", "microsocks"])
+async def test_certificates_are_verified_end_to_end_through_the_proxy(tmp_path, target, make_fetcher, kind):
+    """TLS runs between the fetcher and the target inside the tunnel: without the private CA the target's
+    certificate is untrusted, whichever proxy carries it, and no request reaches the target."""
+    proxy = (Tinyproxy(tmp_path) if kind == "tinyproxy" else Microsocks(tmp_path)).start()
+    try:
+        res = await make_fetcher(proxy.url, tls=TlsConfig()).fetch(target.url(True))
+    finally:
+        proxy.stop()
+    assert res.reason == R.TLS_UNTRUSTED and res.status == 0, (res.reason, res.detail)
+    assert target.seen == []
 
 
 @pytest.fixture
