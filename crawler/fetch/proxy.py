@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import aiohttp
 import aiohttp_socks
-import python_socks
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
@@ -47,12 +46,10 @@ PROXY_ERRORS: tuple[type[BaseException], ...] = (
     aiohttp.ClientHttpProxyError,             # CONNECT answered with an error status
     aiohttp_socks.ProxyConnectionError,       # socks proxy unreachable
     aiohttp_socks.ProxyError,                 # SOCKS reply: refused, unreachable, not allowed...
-    python_socks.ProxyConnectionError,
-    python_socks.ProxyError,
 )
 """Failures of the proxy, or reported by it: reason proxy_error."""
 
-PROXY_TIMEOUTS: tuple[type[BaseException], ...] = (aiohttp_socks.ProxyTimeoutError, python_socks.ProxyTimeoutError)
+PROXY_TIMEOUTS: tuple[type[BaseException], ...] = (aiohttp_socks.ProxyTimeoutError,)
 """The SOCKS connection (proxy, its connect to the target, TLS) outlasted fetch.connect_timeout_s."""
 
 
@@ -123,5 +120,5 @@ class ProxyTrustingResolver(AbstractResolver):
 
 def socks_connector(spec: ProxySpec, **connector_kwargs) -> aiohttp.TCPConnector:
     """A connector that opens every connection through the SOCKS5 proxy, names resolved by the proxy."""
-    return aiohttp_socks.ProxyConnector(proxy_type=python_socks.ProxyType.SOCKS5, host=spec.host, port=spec.port,
+    return aiohttp_socks.ProxyConnector(proxy_type=aiohttp_socks.ProxyType.SOCKS5, host=spec.host, port=spec.port,
                                         rdns=True, **connector_kwargs)

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
 from crawler.fetch import result as R
+from crawler.fetch import tls
 from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 from crawler.testweb import certs
@@ -199,10 +200,10 @@ async def test_private_ca_by_file_and_by_directory(pki, sni_server, make_fetcher
     assert seen == Counter({host("good"): 2})
 
 
-async def test_private_ca_is_added_to_the_system_store(pki):
+def test_private_ca_is_added_to_the_system_store(pki):
     """ca_file adds to the system's CAs, never replaces them (the public web stays trusted)."""
     system = ssl.create_default_context().cert_store_stats()["x509_ca"]
-    ctx = Fetcher(FetchConfig(tls=TlsConfig(ca_file=str(pki.ca_file))), Resolver(DnsConfig()), UA)._ssl
+    ctx = tls.make_context(TlsConfig(ca_file=str(pki.ca_file)))
     assert ctx.cert_store_stats()["x509_ca"] == system + 1
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
 
