@@ -16,10 +16,16 @@ The parts, one module each:
 - `fetcher.py` -- `Fetcher`: one aiohttp session for the node, keep-alive
   connections, GET without redirects (a 3xx returns its `location`; the node
   treats the target as a link, as Mercator did), hard limits on URL length,
-  connect/read/total time, header size, body size and decoded size. Bodies
-  are inflated here, incrementally and bounded (`decode.py`), so a gzip bomb
-  never allocates more than `fetch.max_decoded_bytes`, and the body as received
-  is kept for WARC.
+  connect/read/total time, the body's rate (too_slow), header size, body size
+  and decoded size. Bodies are decoded here (gzip, deflate, br, zstd),
+  incrementally and bounded (`decode.py`), so a bomb never allocates more than
+  `fetch.max_decoded_bytes`, and the body as received is kept for WARC.
+- `tls.py`     -- the SSL context from `fetch.tls` (system CAs plus a private
+  CA, a client certificate, or no verification), and which tls_* reason a
+  failed handshake is.
+- `proxy.py`   -- `fetch.proxy` (or the node's own): http:// through aiohttp,
+  HTTPS by CONNECT; socks5h:// through aiohttp-socks. The guard still judges
+  every target, before the proxy hears of it.
 - `dns.py`     -- `Resolver`: aiodns with a TTL-respecting positive cache, a
   negative cache, coalesced concurrent lookups and static overrides
   (`fetch.dns.overrides`, like curl --resolve). It is plugged into aiohttp as
@@ -37,7 +43,8 @@ The parts, one module each:
 Every class has the component shape: built from its config dataclass
 (`FetchConfig`, `DnsConfig`, `RobotsConfig`), `stats()` for metrics, and
 `close()`. The caller owns and closes each one (the fetcher does not close
-the resolver it was given).
+the resolver it was given). docs/fetching.md explains the limits, TLS,
+content codings and proxies, and why.
 """
 
 from crawler.fetch.dns import DnsError, Resolver

@@ -13,6 +13,11 @@ not globally routable, before any connection is made:
 Addresses given in `fetch.dns.overrides` are declared by the operator and are
 always trusted; that is how a local test web is crawled with the guard on.
 
+Behind a proxy (`fetch.proxy`) nothing resolves the target on this side, so
+the fetcher asks the resolver's hook itself before sending anything to the
+proxy: the same refusal applies. The proxy's own address is configuration and
+is trusted.
+
 IPv6 addresses that embed an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, 6to4
 2002::/16, Teredo, NAT64 64:ff9b::/96) are judged by the embedded address.
 """

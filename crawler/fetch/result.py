@@ -41,22 +41,25 @@ REASONS: tuple[tuple[str, str], ...] = (
     (DNS_ERROR, "The DNS lookup failed otherwise (timeout, SERVFAIL, refused, unreachable resolver)."),
     (PRIVATE_ADDRESS, "Every address of the host is private, loopback, link-local, multicast, reserved or "
                       "unspecified and fetch.allow_private_networks is off; nothing was connected."),
-    (CONNECT_TIMEOUT, "The TCP (and TLS) connection was not established within fetch.connect_timeout_s."),
+    (CONNECT_TIMEOUT, "The TCP (and TLS) connection was not established within fetch.connect_timeout_s (through a "
+                      "SOCKS proxy: the proxy, its connection to the target and TLS together)."),
     (CONNECT_ERROR, "The connection failed: refused, unreachable or reset."),
-    (TLS_UNTRUSTED, "The server's certificate does not chain to a trusted CA (unknown issuer, self-signed); "
-                    "nothing was sent."),
+    (TLS_UNTRUSTED, "The server's certificate does not chain to a trusted CA (unknown issuer, self-signed) or "
+                    "fails verification otherwise (revoked, bad signature, unfit for a server); nothing was sent."),
     (TLS_EXPIRED, "The server's certificate has expired or is not valid yet; nothing was sent."),
     (TLS_HOSTNAME_MISMATCH, "The server's certificate is not valid for the host name; nothing was sent."),
     (TLS_HANDSHAKE, "The TLS handshake failed otherwise (protocol or cipher mismatch, a reset, a client "
                     "certificate refused); nothing was sent."),
-    (PROXY_ERROR, "The proxy (fetch.proxy) could not be reached or refused to connect to the target."),
+    (PROXY_ERROR, "The proxy (fetch.proxy or the node's own) could not be reached, refused the CONNECT tunnel "
+                  "or answered with a SOCKS error (e.g. it could not reach the target); detail says which. "
+                  "A plain-HTTP target's failure comes back as the proxy's own error page instead."),
     (READ_TIMEOUT, "The server went silent for longer than fetch.read_timeout_s (headers or body)."),
     (TOTAL_TIMEOUT, "The whole fetch took longer than fetch.total_timeout_s."),
     (BODY_TOO_LARGE, "The body on the wire exceeded the size limit; the first limit bytes are kept, "
                      "truncated=True, the connection was closed."),
     (DECODED_TOO_LARGE, "The content-decoded body exceeded fetch.max_decoded_bytes (e.g. a gzip bomb); "
                         "decoding stopped at the limit, truncated=True, the connection was closed."),
-    (BAD_CONTENT_ENCODING, "The body could not be decoded (corrupt gzip/deflate data or an unsupported "
+    (BAD_CONTENT_ENCODING, "The body could not be decoded (corrupt gzip/deflate/br/zstd data or an unsupported "
                            "Content-Encoding); raw_body holds what was received, body what decoded before the error."),
     (TOO_SLOW, "The body arrived slower than fetch.min_bytes_per_s over fetch.min_rate_window_s; what was "
                 "read is kept, truncated=True, the connection was closed."),
@@ -91,7 +94,7 @@ class FetchResult:
     raw_body: bytes = b""                           # body as on the wire after de-chunking; `body` itself when not encoded
     wire_bytes: int = 0                             # status line + headers (as reconstructed) + raw_body
     truncated: bool = False                         # the body was cut at a limit
-    ip: str | None = None                           # address connected to
+    ip: str | None = None                           # the server's address (via a proxy: the target's, resolved here)
     started: float = 0.0                            # time.time() at start
     duration_s: float = 0.0                         # monotonic duration of the whole fetch
     connect_s: float | None = None                  # opening a new connection (DNS included); None: reused

@@ -12,11 +12,13 @@ import tracemalloc
 import zlib
 from email.utils import formatdate
 
+import brotli
 import pytest
 from aiohttp import web
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
+from crawler.fetch.decode import zstd
 from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 
@@ -31,6 +33,9 @@ ENDLESS_CHUNK = b"x" * 65536
 ENDLESS_MAX_CHUNKS = 2000               # bound on the server loop (125 MiB), far past the limit
 STALL_S = 5.0                           # server sleeps this long; the client gives up far earlier
 SHORT_TIMEOUT_S = 0.3
+TRICKLE_BYTES_PER_S = 2048              # a slow-loris body: half the default fetch.min_bytes_per_s
+TRICKLE_TICK_S = 0.25
+TRICKLE_MAX_S = 40.0                    # the server loop's own bound, far past the defaults' 10 s window
 
 
 def make_gzip_bomb(decoded_bytes: int) -> bytes:
@@ -47,12 +52,19 @@ def make_gzip_bomb(decoded_bytes: int) -> bytes:
     return header + deflated * blocks + trailer
 
 
+def make_br_bomb(decoded_bytes: int) -> bytes:
+    """A brotli stream inflating to `decoded_bytes` zeros (1 GiB -> about 190 KiB), made a MiB at a time."""
+    comp = brotli.Compressor(quality=1)
+    block = b"\0" * MIB
+    return b"".join([comp.process(block) for _ in range(decoded_bytes // MIB)] + [comp.finish()])
+
+
 @pytest.fixture(scope="module")
 def gzip_bomb() -> bytes:
     return make_gzip_bomb(BOMB_DECODED_BYTES)
 
 
-def make_app(bomb: bytes, seen: list[str]) -> web.Application:
+def make_app(bomb: bytes, seen: list[str], br_bomb: bytes = b"") -> web.Application:
     async def record(request: web.Request, handler):
         seen.append(request.path)
         return await handler(request)
@@ -87,11 +99,67 @@ def make_app(bomb: bytes, seen: list[str]) -> web.Application:
 
     @routes.get("/br")
     async def br(request):
-        return web.Response(body=b"\x0b\x02\x80hello\x03", headers={"Content-Encoding": "br"})
+        return web.Response(body=brotli.compress(PAGE * 100), headers={"Content-Encoding": "br",
+                                                                         "Content-Type": "text/html"})
+
+    @routes.get("/zstd")
+    async def zst(request):
+        return web.Response(body=zstd.compress(PAGE * 100), headers={"Content-Encoding": "zstd",
+                                                                       "Content-Type": "text/html"})
+
+    @routes.get("/gzip-br")
+    async def gzip_br(request):
+        return web.Response(body=brotli.compress(gzip.compress(PAGE * 100)),
+                            headers={"Content-Encoding": "gzip, br", "Content-Type": "text/html"})
+
+    @routes.get("/bzip2")
+    async def bzip2(request):
+        return web.Response(body=b"BZh91AY&SY not really", headers={"Content-Encoding": "x-bzip2"})
 
     @routes.get("/bomb")
     async def bomb_handler(request):
         return web.Response(body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"})
+
+    @routes.get("/br-bomb")
+    async def br_bomb_handler(request):
+        return web.Response(body=br_bomb, headers={"Content-Encoding": "br",
+                                                                   "Content-Type": "text/html"})
+
+    @routes.get("/trickle")
+    async def trickle(request):
+        """A body at TRICKLE_BYTES_PER_S (or ?rate=), chunked, until the client hangs up or ?total= is sent."""
+        rate = int(request.query.get("rate", TRICKLE_BYTES_PER_S))
+        total = int(request.query.get("total", 0)) or None
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        step = b"t" * int(rate * TRICKLE_TICK_S)
+        sent = 0
+        try:
+            for _ in range(int(TRICKLE_MAX_S / TRICKLE_TICK_S)):
+                await resp.write(step)
+                sent += len(step)
+                if total is not None and sent >= total:
+                    break
+                await asyncio.sleep(TRICKLE_TICK_S)
+        except (ConnectionError, RuntimeError):
+            pass                              # the client hung up
+        return resp
+
+    @routes.get("/dribble")
+    async def dribble(request):
+        """A byte just before each read timeout (?every= seconds): never silent long enough to time out."""
+        every = float(request.query["every"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            for _ in range(int(TRICKLE_MAX_S / every)):
+                await resp.write(b"d")
+                await asyncio.sleep(every)
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
 
     @routes.get("/endless")
     async def endless(request):
@@ -172,10 +240,15 @@ def make_app(bomb: bytes, seen: list[str]) -> web.Application:
     return app
 
 
+@pytest.fixture(scope="module")
+def br_bomb() -> bytes:
+    return make_br_bomb(BOMB_DECODED_BYTES)
+
+
 @pytest.fixture
-async def server(gzip_bomb):
+async def server(gzip_bomb, br_bomb):
     seen: list[str] = []
-    runner = web.AppRunner(make_app(gzip_bomb, seen), handler_cancellation=True, shutdown_timeout=1.0)
+    runner = web.AppRunner(make_app(gzip_bomb, seen, br_bomb), handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -223,19 +296,19 @@ async def test_normal_page(server, make_fetcher):
     names = [name.lower() for name, _ in res.headers]
     assert "content-type" in names and "content-length" in names
     sent = {k.lower(): v for k, v in res.request_headers}
-    assert sent["user-agent"] == UA and sent["accept-encoding"] == "gzip, deflate"
-    assert "br" not in sent["accept-encoding"] and sent["accept"].startswith("text/html")
+    assert sent["user-agent"] == UA and sent["accept-encoding"] == "gzip, deflate, br, zstd"
+    assert sent["accept"].startswith("text/html")
 
 
 async def test_request_headers_reach_server(server, make_fetcher):
     base, _ = server
     res = await (await make_fetcher()).fetch(base + "/echo")
     got = {k.lower(): v for k, v in json.loads(res.body)["headers"]}
-    assert got["user-agent"] == UA and got["accept-encoding"] == "gzip, deflate"
+    assert got["user-agent"] == UA and got["accept-encoding"] == "gzip, deflate, br, zstd"
     assert "cookie" not in got
 
 
-@pytest.mark.parametrize("path", ["/gzip", "/deflate", "/deflate-raw"])
+@pytest.mark.parametrize("path", ["/gzip", "/deflate", "/deflate-raw", "/br", "/zstd", "/gzip-br"])
 async def test_content_encodings_decoded(server, make_fetcher, path):
     base, _ = server
     res = await (await make_fetcher()).fetch(base + path)
@@ -258,6 +331,22 @@ async def test_gzip_bomb_stops_at_decoded_limit_with_bounded_memory(server, make
     assert len(res.raw_body) < len(gzip_bomb)
     # Everything allocated during the fetch, server side included: a few times the limit, never the GiB.
     print(f"\ngzip bomb: {len(gzip_bomb)} bytes inflating to {BOMB_DECODED_BYTES}; "
+          f"traced peak {peak / MIB:.1f} MiB with max_decoded_bytes {DECODED_LIMIT / MIB:.0f} MiB")
+    assert peak < 8 * DECODED_LIMIT, peak
+
+
+async def test_br_bomb_stops_at_decoded_limit_with_bounded_memory(server, make_fetcher):
+    base, _ = server
+    fetcher = await make_fetcher(max_body_bytes=4 * MIB)
+    tracemalloc.start()
+    try:
+        res = await fetcher.fetch(base + "/br-bomb")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.reason == R.DECODED_TOO_LARGE and res.truncated and res.status == 200
+    assert len(res.body) == DECODED_LIMIT and res.body == b"\0" * DECODED_LIMIT
+    print(f"\nbr bomb: {len(res.raw_body)} bytes on the wire inflating to {BOMB_DECODED_BYTES}; "
           f"traced peak {peak / MIB:.1f} MiB with max_decoded_bytes {DECODED_LIMIT / MIB:.0f} MiB")
     assert peak < 8 * DECODED_LIMIT, peak
 
@@ -380,8 +469,8 @@ async def test_bad_gzip_keeps_raw_body(server, make_fetcher):
 
 async def test_unsupported_encoding(server, make_fetcher):
     base, _ = server
-    res = await (await make_fetcher()).fetch(base + "/br")
-    assert res.reason == R.BAD_CONTENT_ENCODING and "br" in res.detail
+    res = await (await make_fetcher()).fetch(base + "/bzip2")
+    assert res.reason == R.BAD_CONTENT_ENCODING and "x-bzip2" in res.detail
 
 
 async def test_keepalive_reuses_connection(server, make_fetcher):
@@ -515,3 +604,50 @@ async def test_connection_cap_queues_fetches_outside_their_timeouts(make_fetcher
     assert peak == cap
     assert fetcher.stats()["connection_waits"] == fetches - cap
     assert all(r.duration_s < hold_s * 2 for r in results)          # the queue is not in the fetch's time
+
+
+async def test_trickling_body_is_too_slow_at_the_defaults(server, make_fetcher):
+    """2 KiB/s, under the default floor of 4096 bytes/s: cut at the first sweep after the first 10 s window."""
+    base, _ = server
+    defaults = FetchConfig()
+    fetcher = await make_fetcher(min_bytes_per_s=defaults.min_bytes_per_s,
+                                 min_rate_window_s=defaults.min_rate_window_s,
+                                 total_timeout_s=3 * defaults.min_rate_window_s)
+    res = await fetcher.fetch(base + "/trickle")
+    window_s = defaults.min_rate_window_s
+    assert res.reason == R.TOO_SLOW and res.truncated and res.status == 200, (res.reason, res.detail)
+    assert window_s * 0.95 <= res.duration_s <= window_s * 1.25 + 1.0, res.duration_s
+    expected = TRICKLE_BYTES_PER_S * window_s
+    assert expected * 0.8 <= len(res.raw_body) <= expected * 1.2 and res.body is res.raw_body
+    assert "min_bytes_per_s" in res.detail and fetcher.stats()["too_slow_cuts"] == 1
+    # The cut connection was closed, not pooled: the next fetch opens a new one.
+    again = await fetcher.fetch(base + "/page")
+    assert again.reason == R.OK and again.connect_s is not None
+
+
+async def test_healthy_body_is_not_cut(server, make_fetcher):
+    base, _ = server
+    fetcher = await make_fetcher(min_bytes_per_s=4096, min_rate_window_s=0.5)
+    total = 48 * 1024                                   # 3 s at 16 KiB/s: six windows, each well above the floor
+    res = await fetcher.fetch(base + f"/trickle?rate={16 * 1024}&total={total}")
+    assert res.reason == R.OK and not res.truncated and len(res.raw_body) >= total
+
+
+async def test_zero_floor_disables_the_check(server, make_fetcher):
+    base, _ = server
+    fetcher = await make_fetcher(min_bytes_per_s=0, min_rate_window_s=0.25)
+    res = await fetcher.fetch(base + f"/trickle?rate={TRICKLE_BYTES_PER_S}&total=4096")
+    assert res.reason == R.OK and len(res.raw_body) >= 4096 and res.duration_s > 4 * 0.25
+
+
+async def test_dribble_dodging_read_timeout_is_cut_within_the_bound(server, make_fetcher):
+    """A byte every 0.8 s never trips a 1 s read timeout; the rate floor cuts it at the first sweep after its
+    first window (_RateFloor's bound: 1.25 windows for a body slow from its first byte)."""
+    base, _ = server
+    window_s = 2.0
+    fetcher = await make_fetcher(read_timeout_s=1.0, min_bytes_per_s=4096, min_rate_window_s=window_s,
+                                 total_timeout_s=30.0)
+    res = await fetcher.fetch(base + "/dribble?every=0.8")
+    assert res.reason == R.TOO_SLOW and res.truncated, (res.reason, res.detail)
+    assert window_s * 0.95 <= res.duration_s <= window_s * 1.25 + 0.5, res.duration_s
+    assert 1 <= len(res.raw_body) <= 4
