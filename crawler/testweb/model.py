@@ -720,8 +720,8 @@ class _Builder:
         """Make the chosen ordinary hosts HTTPS-only or redirecting, from a generator of their own
         (seed, _TLS_STREAM): the shares decide schemes only, so the link table stays the same."""
         p = self.p
-        n_only = int(round(p.https_share * p.hosts))
-        n_redirect = min(p.hosts - n_only, int(round(p.https_redirect_share * p.hosts)))
+        n_only = round(p.https_share * p.hosts)
+        n_redirect = min(p.hosts - n_only, round(p.https_redirect_share * p.hosts))
         if not n_only + n_redirect:
             return
         order = np.random.default_rng((p.seed, _TLS_STREAM)).permutation(p.hosts).tolist()

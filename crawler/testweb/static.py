@@ -49,6 +49,7 @@ EXPORTED_ROLES = frozenset({Role.ORDINARY, Role.NOROBOTS, Role.ROBOTS500, *TLS_B
 """Hosts written to disk; the others answer 404 under nginx."""
 TLS_DIR = "tls"
 """Directory (under the export root) of the certificates and keys nginx presents."""
+_DEFAULT_RULES = CrawlRules()
 SIDECAR = "testweb-static.json"
 """What nginx_conf needs besides the files: hosts, redirects, robots status."""
 INDEX_FILE = "index.html"
@@ -260,7 +261,7 @@ class NginxSite:
 
 
 def prepare_nginx(web: Web, root_dir: str | Path, logs_dir: str | Path, port: int, *, tls_port: int = 0,
-                  rules: CrawlRules = CrawlRules(), nginx: str = "nginx", bind: str = "127.0.0.1",
+                  rules: CrawlRules = _DEFAULT_RULES, nginx: str = "nginx", bind: str = "127.0.0.1",
                   ca: CertAuthority | None = None) -> NginxSite:
     """Export `web` to `root_dir`, write its nginx.conf (logs and pid under `logs_dir`), the static
     manifest for `rules` and `logs_dir/seeds.txt`: what a crawl of the web under a real nginx needs,

@@ -96,8 +96,7 @@ def server_context(web_certs: WebCerts) -> ssl.SSLContext:
     def pick(sslobj: ssl.SSLObject, server_name: str | None, _ctx: ssl.SSLContext) -> None:
         ctx = contexts.get((server_name or "").lower().rstrip("."))
         if ctx is not None:
-            sslobj.context = ctx
-        return None  # go on with the handshake
+            sslobj.context = ctx  # returning None goes on with the handshake
 
     default.sni_callback = pick
     return default

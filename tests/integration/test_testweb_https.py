@@ -111,7 +111,7 @@ async def test_bad_certificates_fail_verification_each_for_its_reason(server, we
     await asyncio.sleep(0.1)
     assert audit.read_access_log(server.access_log_path) == []   # a failed handshake sends no request
     # What each presents (read without verification).
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     certs = {}
     for role in TLS_BAD_ROLES:
         _, der = await asyncio.to_thread(_handshake, server.tls_port, web.special(role).name, _no_verify())

@@ -13,9 +13,7 @@ import pytest
 from crawler.fetch.result import PERMANENT, REASON_CODES
 from crawler.testweb import audit
 from crawler.testweb.cli import main as cli_main
-from crawler.testweb.manifest import (
-    REFUSAL_REASONS, TLS_REASONS, CrawlRules, Manifest, expected_crawl,
-)
+from crawler.testweb.manifest import REFUSAL_REASONS, TLS_REASONS, CrawlRules, Manifest, expected_crawl
 from crawler.testweb.model import TLS_BAD_ROLES, Form, Kind, Role, Tls, WebParams, build_web
 from crawler.testweb.pages import Renderer
 from crawler.testweb.quality import page_quality
@@ -24,7 +22,7 @@ from crawler.testweb.static import SIDECAR, export_static, nginx_conf, prepare_n
 
 PORT = 8765
 TLS_PORT = 8443
-HTTPS_PARAMS = dict(https_share=0.3, https_redirect_share=0.3, tls_bad_hosts=True)
+HTTPS_PARAMS = {"https_share": 0.3, "https_redirect_share": 0.3, "tls_bad_hosts": True}
 _ARRAYS = ("url_host", "url_kind", "link_off", "link_tgt", "link_form", "link_elem", "link_flags",
            "meta_nofollow", "noncrawlable")
 
@@ -115,8 +113,8 @@ def test_bad_certificate_hosts_and_origins(web):
         assert Role.ORDINARY in src_hosts
 
 
-@pytest.mark.parametrize("bad", [dict(https_share=1.1), dict(https_redirect_share=-0.1),
-                                 dict(https_share=0.6, https_redirect_share=0.5)])
+@pytest.mark.parametrize("bad", [{"https_share": 1.1}, {"https_redirect_share": -0.1},
+                                 {"https_share": 0.6, "https_redirect_share": 0.5}])
 def test_bad_https_shares_are_refused(bad):
     with pytest.raises(ValueError, match="https"):
         WebParams(hosts=10, pages=100, **bad).validate()
