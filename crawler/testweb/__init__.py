@@ -10,7 +10,10 @@ link forms with known canonical targets, `<base href>`, rel=nofollow and meta
 robots nofollow, redirects (301/302, relative and cross-host Locations, a
 loop), 404s, a slow host, a trap, NXDOMAIN and private-address links, and a
 bad host (malformed HTML, lying charsets, Shift-JIS, an endless body, a body
-over the size limit, a gzip bomb, a stall).
+over the size limit, a gzip bomb, a stall). Opt-in (WebParams.https_share,
+https_redirect_share, tls_bad_hosts): HTTPS-only hosts, hosts redirecting
+every http:// URL to https:// with 301, and hosts whose certificates fail
+verification (self-signed, expired, issued for another name).
 
 How the pieces fit:
 
@@ -21,20 +24,32 @@ How the pieces fit:
     pages.py     Renderer.respond(host, path, port): every body the web serves
                  (realistic markup; each link written in its stored form).
     hostile.py   the bad host's streamed cases (endless, too large, gzip bomb, stall).
-    server.py    TestWebServer: aiohttp, Host-header virtual hosts, JSON-lines
-                 access log with start/end per request.
-    manifest.py  expected_crawl(web, port, CrawlRules) -> Manifest: exactly which
-                 URLs a correct crawler fetches, refuses, is forbidden, filters.
+    server.py    TestWebServer: aiohttp, Host-header virtual hosts (and a TLS port
+                 choosing certificates by SNI), JSON-lines access log with
+                 scheme and start/end per request.
+    tls.py       the web's certificates (certs.py's per-run CA), the SNI server
+                 context, OpenSSL verify codes -> crawl-log reasons.
+    manifest.py  expected_crawl(web, port, CrawlRules, tls_port=) -> Manifest:
+                 exactly which URLs a correct crawler fetches, refuses (and
+                 why), is forbidden, filters.
     audit.py     read access logs (testweb or nginx) and check politeness
-                 (overlaps, short gaps), duplicates, and the manifest.
-    static.py    export the ordinary hosts to files + an nginx.conf (real server).
+                 (overlaps, short gaps: per host name, both schemes),
+                 duplicates, and the manifest.
+    static.py    export the ordinary hosts to files + an nginx.conf (real server),
+                 HTTPS included; prepare_nginx() for crawl tests.
+    reference.py a deliberately simple crawler that checks the manifest from the
+                 served bytes (in-process, over HTTP(S), against nginx).
     cli.py       `crawler testweb` / `python -m crawler.testweb`.
     process.py   run the CLI as a child process for tests and benchmarks.
 
 Ports: URLs carry the port (`http://h001.web.test:PORT/p/1.html`); the server
 takes it from the request's Host header, so one model serves on any port. The
 crawler reaches every `*.web.test` host at 127.0.0.1 through a static DNS
-override (`fetch.dns.overrides: {"*.web.test": 127.0.0.1}`).
+override (`fetch.dns.overrides: {"*.web.test": 127.0.0.1}`). HTTPS hosts are
+served on a second port, written into https:// URLs
+(`https://h004.web.test:TLS_PORT/`); the crawler trusts the run's CA
+certificate (`server.ca_file`, `DIR/ca.crt` of the CLI) with
+`fetch.tls.ca_file`.
 
 Typical use in a test:
 
@@ -50,10 +65,10 @@ This package is self-contained: it never reads ../shared/testdata.
 
 from .audit import Comparison, Request, compare, duplicates, overlaps, read_access_log, short_gaps
 from .manifest import CrawlRules, Manifest, expected_crawl
-from .model import Role, Web, WebParams, build_web
+from .model import Role, Tls, Web, WebParams, build_web
 from .server import TestWebServer
 
 __all__ = [
-    "Comparison", "CrawlRules", "Manifest", "Request", "Role", "TestWebServer", "Web", "WebParams",
+    "Comparison", "CrawlRules", "Manifest", "Request", "Role", "TestWebServer", "Tls", "Web", "WebParams",
     "build_web", "compare", "duplicates", "expected_crawl", "overlaps", "read_access_log", "short_gaps",
 ]

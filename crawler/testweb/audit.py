@@ -17,6 +17,12 @@ into `Request` records, then answers the questions a crawler test asks:
 Server-side durations are shorter than what the crawler measures (they
 exclude the network), so a crawler honouring `k * x` with its own x always
 passes the server-side check.
+
+A host is its name: http:// and https:// requests to one name are one host
+for every politeness check (the crawler's frontier keys hosts by name, one
+request in flight per name whatever the scheme), while URLs (`compare`,
+`duplicates`) keep the scheme: http://h/p (a 301) and https://h/p are two.
+A log line without a scheme (older logs) is http.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from .manifest import Manifest
 
 TOLERANCE_S = 0.001
 ROBOTS_PATH = "/robots.txt"
+HTTP = "http"
 
 
 @dataclass(frozen=True)
@@ -46,10 +53,15 @@ class Request:
     bytes: int = 0
     method: str = "GET"
     ua: str = ""
+    scheme: str = HTTP
 
     @property
     def duration_s(self) -> float:
         return self.end - self.start
+
+    def url(self, port: int, tls_port: int = 0) -> str:
+        """The request as a manifest URL (scheme://host:port/path, the port of its scheme)."""
+        return f"{self.scheme}://{self.host}:{port if self.scheme == HTTP else tls_port}{self.path}"
 
 
 @dataclass(frozen=True)
@@ -110,11 +122,12 @@ def _request(d: dict) -> Request:
         start = end - float(d["request_time"])
     return Request(host=str(d.get("host", "")).lower(), path=str(d.get("path", "")), start=start, end=end,
                    status=int(d.get("status", 0)), peer=str(d.get("peer", "")), bytes=int(d.get("bytes", 0) or 0),
-                   method=str(d.get("method", "GET")), ua=str(d.get("ua", "")))
+                   method=str(d.get("method", "GET")), ua=str(d.get("ua", "")),
+                   scheme=str(d.get("scheme") or HTTP).lower())
 
 
 def by_host(requests: Iterable[Request], include_robots: bool = True) -> dict[str, list[Request]]:
-    """Requests grouped by host, each list in start order."""
+    """Requests grouped by host name (both schemes), each list in start order."""
     groups: dict[str, list[Request]] = defaultdict(list)
     for r in requests:
         if include_robots or r.path != ROBOTS_PATH:
@@ -180,7 +193,7 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durat
     for host, reqs in by_host(requests, True).items():
         floor = max(min_delay_s, manifest.crawl_delay_s.get(host, 0.0))
         for prev, nxt in zip(reqs, reqs[1:]):
-            x = durations_s.get(f"http://{prev.host}:{manifest.port}{prev.path}", 0.0)
+            x = durations_s.get(prev.url(manifest.port, manifest.tls_port), 0.0)
             need = max(delay_factor * x, floor)
             if nxt.start - prev.start < need - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s "
@@ -190,20 +203,20 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durat
     return problems
 
 
-def duplicates(requests: Iterable[Request], include_robots: bool = True) -> dict[tuple[str, str], int]:
-    """(host, path) requested more than once, with the count."""
-    counts = Counter((r.host, r.path) for r in requests if include_robots or r.path != ROBOTS_PATH)
+def duplicates(requests: Iterable[Request], include_robots: bool = True) -> dict[tuple[str, str, str], int]:
+    """(scheme, host, path) requested more than once, with the count."""
+    counts = Counter((r.scheme, r.host, r.path) for r in requests if include_robots or r.path != ROBOTS_PATH)
     return {k: n for k, n in counts.items() if n > 1}
 
 
-def requested_urls(requests: Iterable[Request], port: int) -> Counter[str]:
-    """Count of each requested URL in the manifest's form (http://host:port/path)."""
-    return Counter(f"http://{r.host}:{port}{r.path}" for r in requests)
+def requested_urls(requests: Iterable[Request], port: int, tls_port: int = 0) -> Counter[str]:
+    """Count of each requested URL in the manifest's form (scheme://host:port/path)."""
+    return Counter(r.url(port, tls_port) for r in requests)
 
 
 def compare(requests: Iterable[Request], manifest: Manifest) -> Comparison:
     """How a crawl's requests differ from the manifest's expected crawl."""
-    got = requested_urls(requests, manifest.port)
+    got = requested_urls(requests, manifest.port, manifest.tls_port)
     expected = manifest.fetched | manifest.robots
     return Comparison(
         missing=expected - set(got),

@@ -15,6 +15,13 @@ stderr. With `--quality-exponent S` it also writes `DIR/quality.tsv`, the page
 quality oracle (quality.py), and names it in the ready line (`"quality"`).
 With `--export-static ROOT --port P` it instead writes the static
 export and an nginx.conf for port P (and the static manifest) and exits.
+
+HTTPS (`--https-share`, `--https-redirect-share`, `--tls-bad-hosts`; all off
+by default): the server also listens on `--tls-port` (0 = any free port) and
+writes the CA certificate of its certificates to `DIR/ca.crt`; the ready line
+gains `"tls_port"` and `"ca_file"`, and a crawler trusts the web with
+`fetch.tls.ca_file: DIR/ca.crt`. The static export needs `--tls-port P2`
+(the port nginx will listen on for HTTPS) and writes `ROOT/ca.crt`.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     where.add_argument("--out", required=True, help="directory for manifest.json, seeds.txt, access.log.jsonl")
     where.add_argument("--reuse-port", action="store_true", help="SO_REUSEPORT, to run several servers on one port")
+    where.add_argument("--tls-port", type=int, default=0,
+                       help="TCP port of the HTTPS hosts (0 = any free port; printed on stdout); "
+                            "used when the web has HTTPS hosts")
     web = p.add_argument_group("the web")
     web.add_argument("--seed", type=int, default=_DEFAULTS.seed)
     web.add_argument("--hosts", type=int, default=_DEFAULTS.hosts, help="ordinary hosts (default %(default)s)")
@@ -66,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--endless-max-s", type=float, default=_DEFAULTS.endless_max_s)
     web.add_argument("--big-body-bytes", type=int, default=_DEFAULTS.big_body_bytes)
     web.add_argument("--gzip-bomb-bytes", type=int, default=_DEFAULTS.gzip_bomb_bytes)
+    https = p.add_argument_group("HTTPS (default: none; the CA certificate goes to DIR/ca.crt)")
+    https.add_argument("--https-share", type=float, default=_DEFAULTS.https_share,
+                       help="share of ordinary hosts served over HTTPS only (default %(default)s)")
+    https.add_argument("--https-redirect-share", type=float, default=_DEFAULTS.https_redirect_share,
+                       help="share of ordinary hosts redirecting http:// to https:// with 301 (default %(default)s)")
+    https.add_argument("--tls-bad-hosts", action="store_true",
+                       help="serve hosts whose certificates fail verification (self-signed, expired, wrong name)")
     speed = p.add_argument_group("per-host response times (default: none)")
     speed.add_argument("--host-latency-share", type=float, default=_DEFAULTS.host_latency_share,
                        help="share of ordinary hosts that are slow servers (default %(default)s)")
@@ -86,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--no-private-guard", action="store_true", help="the crawler allows private networks")
     rules.add_argument("--ignore-robots", action="store_true", help="the crawler does not fetch robots.txt")
     rules.add_argument("--allow-domain", action="append", default=[], help="filter.allow_domains entry (repeatable)")
+    rules.add_argument("--no-tls-verify", action="store_true",
+                       help="the crawler does not verify certificates (fetch.tls.verify false)")
     other = p.add_argument_group("other")
     other.add_argument("--cache-entries", type=int, default=DEFAULT_CACHE_ENTRIES, help="rendered pages kept in memory")
     other.add_argument("--export-static", metavar="ROOT",
@@ -103,6 +122,7 @@ def params_from_args(a: argparse.Namespace) -> WebParams:
         host_latency_share=a.host_latency_share, host_slow_latency_min_s=a.host_slow_latency_min_s,
         host_slow_latency_max_s=a.host_slow_latency_max_s, host_fast_latency_min_s=a.host_fast_latency_min_s,
         host_fast_latency_max_s=a.host_fast_latency_max_s,
+        https_share=a.https_share, https_redirect_share=a.https_redirect_share, tls_bad_hosts=a.tls_bad_hosts,
     )
 
 
@@ -110,7 +130,7 @@ def rules_from_args(a: argparse.Namespace) -> CrawlRules:
     return CrawlRules(
         max_path_depth=a.max_path_depth, max_repeated_segments=a.max_repeated_segments,
         follow_nofollow=a.follow_nofollow, private_guard=not a.no_private_guard, obey_robots=not a.ignore_robots,
-        allow_domains=tuple(a.allow_domain), max_url_bytes=a.max_url_bytes,
+        allow_domains=tuple(a.allow_domain), max_url_bytes=a.max_url_bytes, tls_verify=not a.no_tls_verify,
     )
 
 
@@ -122,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         rules = rules_from_args(args)
         if args.quality_exponent is not None:
             zipf_quality(0, args.quality_exponent)  # raises ValueError on a bad exponent, before serving
+        if not 0 <= args.tls_port < 65536:
+            raise ValueError(f"--tls-port must be in 0..65535, got {args.tls_port}")
+        if args.reuse_port and _has_tls(params):
+            raise ValueError("--reuse-port cannot serve HTTPS hosts: each process would make its own CA")
         if args.export_static:
             return _export(args, params, rules)
         return _run(_serve(args, params, rules))
@@ -146,13 +170,13 @@ async def _serve(args: argparse.Namespace, params: WebParams, rules: CrawlRules)
     t0 = time.perf_counter()
     web = build_web(params)
     server = TestWebServer(web, out / "access.log.jsonl", cache_entries=args.cache_entries)
-    await server.start(args.bind, args.port, reuse_port=args.reuse_port)
+    await server.start(args.bind, args.port, tls_port=args.tls_port, reuse_port=args.reuse_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # before the ready line: a caller may stop us right after it
         loop.add_signal_handler(sig, stop.set)
     try:
-        manifest = expected_crawl(web, server.port, rules)
+        manifest = expected_crawl(web, server.port, rules, tls_port=server.tls_port)
         manifest.save(out / "manifest.json")
         seeds = out / "seeds.txt"
         seeds.write_text("\n".join(manifest.seeds) + "\n", encoding="utf-8")
@@ -163,6 +187,10 @@ async def _serve(args: argparse.Namespace, params: WebParams, rules: CrawlRules)
         took = time.perf_counter() - t0
         print(f"crawler testweb: {len(web.hosts)} hosts, {web.urls} URLs on {args.bind}:{server.port} "
               f"(ready in {took:.1f} s); expected crawl: {manifest.summary()}", file=sys.stderr, flush=True)
+        if server.tls:
+            extra.update(tls_port=server.tls_port, ca_file=str(server.ca_file))
+            print(f"crawler testweb: HTTPS on {args.bind}:{server.tls_port}; its CA certificate is {server.ca_file} "
+                  f"(a crawler trusts it with fetch.tls.ca_file: {server.ca_file})", file=sys.stderr, flush=True)
         print(json.dumps({
             "port": server.port, "bind": args.bind, "pid": os.getpid(), "seeds": str(seeds),
             "manifest": str(out / "manifest.json"), "access_log": str(server.access_log_path),
@@ -183,11 +211,14 @@ def _export(args: argparse.Namespace, params: WebParams, rules: CrawlRules) -> i
     out.mkdir(parents=True, exist_ok=True)
     root = Path(args.export_static).resolve()
     web = build_web(params)
-    export = export_static(web, root, args.port)
+    if web.has_tls and not args.tls_port:
+        raise ValueError("--export-static of a web with HTTPS hosts needs the port nginx will serve them on "
+                         "(--tls-port P, P > 0)")
+    export = export_static(web, root, args.port, tls_port=args.tls_port)
     access, error, pid = out / "nginx-access.log.jsonl", out / "nginx-error.log", out / "nginx.pid"
     conf = root / "nginx.conf"
     conf.write_text(nginx_conf(root, args.port, access, error, pid, bind=args.bind), encoding="utf-8")
-    manifest = expected_crawl(web, args.port, rules, static=True)
+    manifest = expected_crawl(web, args.port, rules, static=True, tls_port=export.tls_port)
     manifest.save(out / "manifest.json")
     seeds = out / "seeds.txt"
     seeds.write_text("\n".join(manifest.seeds) + "\n", encoding="utf-8")
@@ -196,5 +227,10 @@ def _export(args: argparse.Namespace, params: WebParams, rules: CrawlRules) -> i
         "nginx_conf": str(conf), "command": nginx_command(conf, root, error), "seeds": str(seeds),
         "manifest": str(out / "manifest.json"), "access_log": str(access), "error_log": str(error),
         "pid_file": str(pid), "hosts": len(manifest.hosts), "fetched": len(manifest.fetched),
+        **({"tls_port": export.tls_port, "ca_file": str(export.ca_file)} if export.ca_file else {}),
     }), flush=True)
     return 0
+
+
+def _has_tls(params: WebParams) -> bool:
+    return bool(params.https_share or params.https_redirect_share or params.tls_bad_hosts)

@@ -24,19 +24,29 @@ from the seeds, as a correct crawler with `rules` would, and returns a
    (number of '/' in the path) <= `max_path_depth`, no non-empty path
    segment more than `max_repeated_segments` times. A URL failing it is
    dropped (`filtered`) and never counts as discovered.
-6. A discovered URL whose host cannot be resolved (`*.invalid`) or is a
-   private address while the private-network guard is on is never sent
-   (`refused`), and its host's robots.txt is not fetched.
-7. For every other host with a discovered URL the crawler requests
-   `/robots.txt` once (`robots`); `User-agent: *` applies (the named bot
-   group must be ignored), longest match wins, Allow wins ties; a 404
-   robots.txt allows everything, a 500 disallows everything.
-   A URL robots.txt forbids is never sent (`disallowed`).
+6. A discovered URL whose host cannot be resolved (`*.invalid`), is a
+   private address while the private-network guard is on, or presents a
+   certificate that fails verification (the bad-certificate hosts, while
+   `tls_verify`) is never sent (`refused`; `refusals` gives the crawl-log
+   reason: dns_nxdomain, private_address, tls_untrusted, tls_expired,
+   tls_hostname_mismatch), and its host's robots.txt is not fetched: no
+   HTTP request reaches such a host.
+7. For every other origin (scheme, host, port) with a discovered URL the
+   crawler requests `/robots.txt` once (`robots`); `User-agent: *` applies
+   (the named bot group must be ignored), longest match wins, Allow wins
+   ties; a 404 robots.txt allows everything, a 500 disallows everything.
+   A URL robots.txt forbids is never sent (`disallowed`). A host that
+   redirects http:// to https:// answers http://h/robots.txt with 301: the
+   crawler follows it (RFC 9309 2.3.1.2) to https://h/robots.txt, whose
+   answer holds for both origins, and requests that file once in all.
 8. Every other discovered URL is requested exactly once (`fetched`),
    including the bad host's endless body, too-large body, gzip bomb and
    stall (`failures`: the crawler must record them as failed fetches) and
-   both ends of the redirect loop.
+   both ends of the redirect loop. http:// and https:// URLs of one path
+   are two URLs: a link written http:// to a redirecting host is fetched
+   (301) and so is the https:// URL its Location names.
 
+HTTPS hosts (model.Tls) are written with `tls_port`: https://h:TLS_PORT/.
 `statuses` gives the status the server answers for each fetched URL.
 `crawl_delay_s` gives the robots Crawl-delay of the hosts that have one; a
 polite crawler waits at least that long between two requests to the host.
@@ -56,7 +66,7 @@ import numpy as np
 
 from . import trap
 from .model import (
-    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Kind, Role, Web, WebParams, _row_indices,
+    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Kind, Role, Tls, Web, WebParams, _row_indices,
 )
 
 MAX_TRAP_PAGES = 1_000_000
@@ -67,6 +77,21 @@ _FAILURE_REASONS = MappingProxyType({
     Case.GZIP_BOMB: "gzip-bomb",
     Case.STALL: "stall",
 })
+# Crawl-log reasons of refused URLs (names of crawler/fetch/result.py; this package imports none of the crawler).
+DNS_NXDOMAIN = "dns_nxdomain"
+PRIVATE_ADDRESS = "private_address"
+TLS_UNTRUSTED = "tls_untrusted"
+TLS_EXPIRED = "tls_expired"
+TLS_HOSTNAME_MISMATCH = "tls_hostname_mismatch"
+REFUSAL_REASONS = MappingProxyType({
+    Role.NXDOMAIN: DNS_NXDOMAIN,
+    Role.PRIVATE: PRIVATE_ADDRESS,
+    Role.TLS_SELF_SIGNED: TLS_UNTRUSTED,
+    Role.TLS_EXPIRED: TLS_EXPIRED,
+    Role.TLS_WRONG_NAME: TLS_HOSTNAME_MISMATCH,
+})
+"""Why a correct crawler never sends the URLs of a host with this role."""
+TLS_REASONS = frozenset({TLS_UNTRUSTED, TLS_EXPIRED, TLS_HOSTNAME_MISMATCH})
 
 
 @dataclass(frozen=True)
@@ -87,6 +112,8 @@ class CrawlRules:
     """filter.allow_domains: host suffixes that may be crawled; empty = all."""
     max_url_bytes: int = 2048
     """filter.max_url_bytes."""
+    tls_verify: bool = True
+    """fetch.tls.verify: refuse the bad-certificate hosts (off: they are crawled like any other)."""
 
     def admits(self, url: str, host: str, path: str) -> bool:
         """True if the URL filter lets `url` (with `host` and `path`) through."""
@@ -143,6 +170,10 @@ class Manifest:
     """Computed for the static (nginx) export: hostile hosts answer 404 there."""
     host_latency_s: dict[str, float] = field(default_factory=dict)
     """Response delay of contacted hosts that have one (the test-web server only; nginx does not delay)."""
+    tls_port: int = 0
+    """Port of the https:// URLs (0: the web has no HTTPS host)."""
+    refusals: dict[str, str] = field(default_factory=dict)
+    """The crawl-log reason of each URL in `refused` (REFUSAL_REASONS)."""
 
     @property
     def requests(self) -> int:
@@ -164,6 +195,7 @@ class Manifest:
             "statuses": dict(sorted(self.statuses.items())), "failures": dict(sorted(self.failures.items())),
             "rules": self.rules.to_dict(), "params": self.params, "static": self.static,
             "host_latency_s": dict(sorted(self.host_latency_s.items())),
+            "tls_port": self.tls_port, "refusals": dict(sorted(self.refusals.items())),
         }
         return json.dumps(data, indent=1)
 
@@ -176,7 +208,8 @@ class Manifest:
             trap_bound=d["trap_bound"], hosts=list(d["hosts"]), crawl_delay_s=dict(d["crawl_delay_s"]),
             statuses=dict(d["statuses"]), failures=dict(d["failures"]),
             rules=CrawlRules.from_dict(d["rules"]), params=dict(d["params"]), static=bool(d.get("static", False)),
-            host_latency_s=dict(d.get("host_latency_s", {})),
+            host_latency_s=dict(d.get("host_latency_s", {})), tls_port=int(d.get("tls_port", 0)),
+            refusals=dict(d.get("refusals", {})),
         )
 
     def save(self, path: str | Path) -> None:
@@ -191,43 +224,71 @@ class Manifest:
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
 
 
-def expected_crawl(web: Web, port: int, rules: CrawlRules = CrawlRules(), *, static: bool = False) -> Manifest:
-    """The manifest of a correct crawl of `web` served on `port` (or its static export if `static`)."""
-    return _Walk(web, port, rules, static).run()
+def expected_crawl(web: Web, port: int, rules: CrawlRules = CrawlRules(), *, static: bool = False,
+                   tls_port: int = 0) -> Manifest:
+    """The manifest of a correct crawl of `web` served on `port` (and HTTPS on `tls_port`, needed
+    when the web has HTTPS hosts), or of its static export if `static`."""
+    return _Walk(web, port, rules, static, tls_port).run()
 
 
 class _Walk:
-    """Level-synchronous BFS over URL ids: each level is a few numpy passes over its links."""
+    """Level-synchronous BFS over URL ids: each level is a few numpy passes over its links.
 
-    def __init__(self, web: Web, port: int, rules: CrawlRules, static: bool) -> None:
+    With redirecting hosts (model.Tls.REDIRECT) a page has two URLs, https:// (its id, the
+    content) and http:// (its id + web.urls, a 301 to the first): the walk's ids ("vids") run
+    over both ranges. Without them they are the URL ids and the walk is what it always was.
+    """
+
+    def __init__(self, web: Web, port: int, rules: CrawlRules, static: bool, tls_port: int) -> None:
         if web.params.private_links and not rules.private_guard:
             raise ValueError("a web with private_links must be crawled with the private-network guard on "
                              "(the crawler would otherwise contact 169.254.169.254); set private_links=False")
-        self.web, self.port, self.rules, self.static = web, port, rules, static
+        if web.has_tls and not 0 < tls_port < 65536:
+            raise ValueError(f"the web has HTTPS hosts: give the port they are served on (tls_port), got {tls_port}")
+        self.web, self.port, self.rules, self.static, self.tls_port = web, port, rules, static, tls_port
         roles = [h.role for h in web.hosts]
         self.dead = np.array([static and r in HOSTILE_ROLES for r in roles], dtype=bool)
-        remote = np.array([r in (Role.NXDOMAIN, Role.PRIVATE) for r in roles], dtype=bool)
-        self.url_remote = remote[web.url_host]
+        self.refusal = [REFUSAL_REASONS.get(r) if r in (Role.NXDOMAIN, Role.PRIVATE) or rules.tls_verify else None
+                        for r in roles]
+        refused = np.array([r is not None for r in self.refusal], dtype=bool)
+        self.url_remote = refused[web.url_host]
         self.url_dead = self.dead[web.url_host]
+        self.n = web.urls
+        self.twins = web.has_redirect_hosts
+        self.host_redirects = np.array([h.tls is Tls.REDIRECT for h in web.hosts], dtype=bool)
+
+    def _uids(self, vids: np.ndarray) -> np.ndarray:
+        return vids % self.n if self.twins else vids
+
+    def url(self, vid: int) -> str:
+        """The URL string of walk id `vid`."""
+        web = self.web
+        if vid >= self.n:
+            return web.link_url(vid - self.n, self.port, self.tls_port)
+        return web.url(vid, self.port, self.tls_port)
 
     def run(self) -> Manifest:
-        web, rules, port = self.web, self.rules, self.port
-        n = web.urls
-        seen = np.zeros(n, dtype=bool)
+        web, rules, port, n = self.web, self.rules, self.port, self.n
+        size = 2 * n if self.twins else n
+        seen = np.zeros(size, dtype=bool)
         kinds = web.url_kind
-        contributes = np.isin(kinds, (int(Kind.PAGE), int(Kind.CASE))) & ~self.url_dead
+        contributes = np.zeros(size, dtype=bool)
+        contributes[:n] = np.isin(kinds, (int(Kind.PAGE), int(Kind.CASE))) & ~self.url_dead
         if not rules.follow_nofollow:
-            contributes &= ~web.meta_nofollow
-        redirect_to = np.full(n, -1, dtype=np.int64)
+            contributes[:n] &= ~web.meta_nofollow
+        redirect_to = np.full(size, -1, dtype=np.int64)
         for uid, r in web.redirects.items():
             if not self.url_dead[uid]:
-                redirect_to[uid] = r.target
+                redirect_to[uid] = r.target + (n if self._location_twin(uid, r.target, r.form) else 0)
+        if self.twins:
+            redirect_to[n:] = np.arange(n)   # http://h/path -> 301 https://h/path (only reached on redirecting hosts)
         fetched_ids: list[np.ndarray] = []
         disallowed_ids: list[np.ndarray] = []
         refused_ids: list[np.ndarray] = []
         filtered_ids: list[np.ndarray] = []
         trap_roots: list[int] = []
-        frontier = np.array(web.seed_ids, dtype=np.int64)
+        seeds = np.array(web.seed_ids, dtype=np.int64)
+        frontier = seeds + n * self.host_redirects[web.url_host[seeds]]
         while frontier.size:
             frontier = np.unique(frontier)
             frontier = frontier[~seen[frontier]]
@@ -235,48 +296,69 @@ class _Walk:
             ok = self._admits(frontier)
             filtered_ids.append(frontier[~ok])
             frontier = frontier[ok]
-            remote = self.url_remote[frontier]
+            remote = self.url_remote[self._uids(frontier)]
             refused_ids.append(frontier[remote])
             frontier = frontier[~remote]
             allowed = self._allowed(frontier)
             disallowed_ids.append(frontier[~allowed])
             got = frontier[allowed]
             fetched_ids.append(got)
-            trap_roots += got[(kinds[got] == int(Kind.TRAP_ROOT)) & ~self.url_dead[got]].tolist()
+            content = got[got < n]
+            trap_roots += content[(kinds[content] == int(Kind.TRAP_ROOT)) & ~self.url_dead[content]].tolist()
             # Links of the 2xx HTML pages fetched at this level, plus the Location of each redirect.
             pages = got[contributes[got]]
             start = web.link_off[pages]
-            idx = _row_indices(start, web.link_off[pages + 1] - start)
-            if not rules.follow_nofollow:
-                idx = idx[(web.link_flags[idx] & NOFOLLOW) == 0]
+            counts = web.link_off[pages + 1] - start
+            idx = _row_indices(start, counts)
+            keep = None if rules.follow_nofollow else (web.link_flags[idx] & NOFOLLOW) == 0
+            if keep is not None:
+                idx = idx[keep]
             targets = web.link_tgt[idx].astype(np.int64)
+            if self.twins:
+                src = np.repeat(pages, counts)
+                targets += n * web.http_twin_links(src if keep is None else src[keep], idx)
             loc = redirect_to[got]
             frontier = np.concatenate([targets, loc[loc >= 0]])
         fetched = np.concatenate(fetched_ids)
         disallowed = np.concatenate(disallowed_ids)
         refused = np.concatenate(refused_ids)
+        url = self.url
         manifest = Manifest(
-            port=port, seeds=web.seeds(port),
-            fetched={web.url(u, port) for u in fetched.tolist()},
-            robots=set(), refused={web.url(u, port) for u in refused.tolist()},
-            disallowed={web.url(u, port) for u in disallowed.tolist()},
-            filtered={web.url(u, port) for u in np.concatenate(filtered_ids).tolist()},
+            port=port, seeds=web.seeds(port, self.tls_port),
+            fetched={url(v) for v in fetched.tolist()},
+            robots=set(), refused={url(v) for v in refused.tolist()},
+            disallowed={url(v) for v in disallowed.tolist()},
+            filtered={url(v) for v in np.concatenate(filtered_ids).tolist()},
             trap_bound=0, hosts=[], crawl_delay_s={}, statuses={}, failures={},
-            rules=rules, params=web.params.to_dict(), static=self.static,
+            rules=rules, params=web.params.to_dict(), static=self.static, tls_port=self.tls_port,
         )
-        for uid in fetched.tolist():
-            url = web.url(uid, port)
-            manifest.statuses[url] = self._status(uid)
-            case = web.cases.get(uid)
-            if case in FAILING_CASES and not self.url_dead[uid]:
-                manifest.failures[url] = _FAILURE_REASONS[case]
-        contacted = set(web.url_host[fetched].tolist()) | set(web.url_host[disallowed].tolist())
+        for vid in refused.tolist():
+            manifest.refusals[url(vid)] = self.refusal[int(web.url_host[vid % n])]
+        for vid in fetched.tolist():
+            u = url(vid)
+            manifest.statuses[u] = self._status(vid)
+            case = web.cases.get(vid)
+            if case in FAILING_CASES and not self.url_dead[vid]:
+                manifest.failures[u] = _FAILURE_REASONS[case]
+        # Origins contacted, as (host index, https): an id >= n is the http:// URL of a redirecting host.
+        both = np.concatenate([fetched, disallowed])
+        hosts_of = web.url_host[self._uids(both)]
+        https = np.array([web.hosts[h].content_https for h in range(len(web.hosts))], dtype=bool)[hosts_of] & (both < n)
+        origins = set(zip(hosts_of.tolist(), https.tolist()))
         for root in trap_roots:
-            contacted |= self._trap(web.hosts[int(web.url_host[root])].index, manifest)
+            origins |= {(h, False) for h in self._trap(web.hosts[int(web.url_host[root])].index, manifest)}
+        contacted = {h for h, _ in origins}
         if rules.obey_robots:
+            for h, secure in sorted(origins):
+                host = web.hosts[h]
+                if secure or host.tls is Tls.ONLY:
+                    manifest.robots.add(host.content_origin(port, self.tls_port) + "/robots.txt")
+                else:
+                    manifest.robots.add(host.origin(port, self.tls_port) + "/robots.txt")
+                    if host.tls is Tls.REDIRECT:   # its 301, followed: the https:// file, once for both origins
+                        manifest.robots.add(host.content_origin(port, self.tls_port) + "/robots.txt")
             for h in sorted(contacted):
                 host = web.hosts[h]
-                manifest.robots.add(host.origin(port) + "/robots.txt")
                 delay = host.robots.crawl_delay_s
                 if delay is not None and host.robots.status == 200 and not self.dead[h]:
                     manifest.crawl_delay_s[host.name] = delay
@@ -290,26 +372,40 @@ class _Walk:
             manifest.trap_bound = sum(1 for u in manifest.fetched if u.startswith(prefix))
         return manifest
 
+    def _location_twin(self, uid: int, target: int, form: int) -> bool:
+        """True if redirect `uid`'s Location names the http:// URL of a redirecting host's page:
+        written absolute (pages.Renderer.location: another host, or forms 0 and 3) to such a host."""
+        th = int(self.web.url_host[target])
+        return bool(self.host_redirects[th]) and (th != int(self.web.url_host[uid]) or form in (0, 3))
+
     def _admits(self, ids: np.ndarray) -> np.ndarray:
-        web, rules, port = self.web, self.rules, self.port
+        web, rules = self.web, self.rules
         out = np.empty(ids.size, dtype=bool)
-        for i, uid in enumerate(ids.tolist()):
+        n = self.n
+        for i, vid in enumerate(ids.tolist()):
+            uid = vid % n
             host = web.hosts[int(web.url_host[uid])]
             path = web.url_path[uid]
-            out[i] = rules.admits(host.origin(port) + path, host.name, path)
+            out[i] = rules.admits(self.url(vid), host.name, path)
         return out
 
     def _allowed(self, ids: np.ndarray) -> np.ndarray:
         if not self.rules.obey_robots:
             return np.ones(ids.size, dtype=bool)
         web = self.web
+        n = self.n
         out = np.empty(ids.size, dtype=bool)
-        for i, uid in enumerate(ids.tolist()):
+        for i, vid in enumerate(ids.tolist()):
+            uid = vid % n
             h = int(web.url_host[uid])
+            # A redirecting host's http:// origin is judged by the robots.txt its 301 leads to: the same policy.
             out[i] = True if self.dead[h] else web.hosts[h].robots.allowed(web.url_path[uid])
         return out
 
-    def _status(self, uid: int) -> int:
+    def _status(self, vid: int) -> int:
+        if vid >= self.n:
+            return 301
+        uid = vid
         if self.url_dead[uid]:
             return 404
         kind = int(self.web.url_kind[uid])
@@ -346,8 +442,9 @@ class _Walk:
         return {host_index}
 
 
-def web_and_manifest(params: WebParams, port: int, rules: CrawlRules = CrawlRules()) -> tuple[Web, Manifest]:
+def web_and_manifest(params: WebParams, port: int, rules: CrawlRules = CrawlRules(),
+                     tls_port: int = 0) -> tuple[Web, Manifest]:
     """Convenience: build the web and its manifest in one call."""
     from .model import build_web
     web = build_web(params)
-    return web, expected_crawl(web, port, rules)
+    return web, expected_crawl(web, port, rules, tls_port=tls_port)

@@ -40,6 +40,8 @@ MAX_HOST_LATENCY_S = 10.0
 _LATENCY_STREAM = 0x5EED1A7
 """Second seed word of the latency generator: its own stream, so turning latency on changes no link."""
 _LATENCY_RESOLUTION_DIGITS = 3  # latencies are whole milliseconds
+_TLS_STREAM = 0x7150
+"""Second seed word of the generator choosing the HTTPS hosts: turning HTTPS on changes no link."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,17 @@ class WebParams:
     host_fast_latency_max_s: float = 0.0
     """Largest delay of every response of a fast ordinary host (uniform between min and max)."""
 
+    # HTTPS (all off by default: the web is plain HTTP). The hosts are chosen from the seed by a
+    # generator of their own, so the shares change which scheme a host speaks, never a link.
+    https_share: float = 0.0
+    """Share of ordinary hosts served over HTTPS only (linked as https://host:TLS_PORT/...)."""
+    https_redirect_share: float = 0.0
+    """Share of ordinary hosts that answer every http:// request with 301 to the same path on https://
+    (linked as http://, as on the web; their pages are served over HTTPS)."""
+    tls_bad_hosts: bool = False
+    """Serve three HTTPS hosts whose certificates fail verification (self-signed, expired, issued for
+    another name), linked from ordinary pages like the other special hosts."""
+
     def validate(self) -> None:
         """Raise ValueError naming the parameter if the web cannot be built."""
         _validate(self)
@@ -150,12 +163,27 @@ class Role(str, Enum):
     ROBOTS500 = "robots500"
     NXDOMAIN = "nxdomain"
     PRIVATE = "private"
+    TLS_SELF_SIGNED = "tls-self-signed"
+    TLS_EXPIRED = "tls-expired"
+    TLS_WRONG_NAME = "tls-wrong-name"
+
+
+class Tls(IntEnum):
+    """Which scheme a host speaks."""
+
+    NONE = 0       # http:// only; an https:// request is answered 421
+    ONLY = 1       # https:// only; an http:// request is answered 421 (nothing serves HTTP for the name)
+    REDIRECT = 2   # http:// answers 301 to the same path on https://, where the content is
 
 
 REMOTE_ROLES = frozenset({Role.NXDOMAIN, Role.PRIVATE})
 """Hosts whose URLs never reach the server (the crawler refuses or cannot resolve them)."""
 HOSTILE_ROLES = frozenset({Role.SLOW, Role.BAD, Role.TRAP})
 """Hosts the static (nginx) export leaves out; there they answer 404."""
+TLS_BAD_ROLES = (Role.TLS_SELF_SIGNED, Role.TLS_EXPIRED, Role.TLS_WRONG_NAME)
+"""Hosts whose certificate a verifying client refuses (in this order in the web)."""
+TLS_BAD_HOST_PAGES = 2
+"""Pages of each bad-certificate host (`/` and /p/1.html), what a client that does not verify fetches."""
 
 
 class Kind(IntEnum):
@@ -301,9 +329,30 @@ class Host:
     robots: RobotsPolicy
     with_port: bool = True
     """URLs carry the web's port (False for the remote hosts on default port 80)."""
+    tls: Tls = Tls.NONE
+    """The scheme(s) the host speaks."""
 
-    def origin(self, port: int) -> str:
+    def origin(self, port: int, tls_port: int = 0) -> str:
+        """Origin of the host's URLs as other pages write them (http:// for a redirecting host)."""
+        if self.tls is Tls.ONLY:
+            return f"https://{self.name}:{tls_port}"
         return f"http://{self.name}:{port}" if self.with_port else f"http://{self.name}"
+
+    def content_origin(self, port: int, tls_port: int = 0) -> str:
+        """Origin the host's content is served from (https:// for a redirecting host)."""
+        if self.tls is Tls.NONE:
+            return self.origin(port)
+        return f"https://{self.name}:{tls_port}"
+
+    @property
+    def content_https(self) -> bool:
+        """True if the host's pages are served over HTTPS (their relative links resolve to https://)."""
+        return self.tls is not Tls.NONE
+
+    @property
+    def link_https(self) -> bool:
+        """True if absolute links to the host are written https://."""
+        return self.tls is Tls.ONLY
 
 
 @dataclass(frozen=True)
@@ -358,12 +407,71 @@ class Web:
     def urls(self) -> int:
         return len(self.url_path)
 
-    def url(self, uid: int, port: int) -> str:
-        """Canonical URL of `uid` when the web is served on `port`."""
-        return self.hosts[int(self.url_host[uid])].origin(port) + self.url_path[uid]
+    def url(self, uid: int, port: int, tls_port: int = 0) -> str:
+        """Canonical URL of `uid` where it is answered, when the web is served on `port` (and HTTPS
+        on `tls_port`): https:// for the pages of a redirecting host."""
+        return self.hosts[int(self.url_host[uid])].content_origin(port, tls_port) + self.url_path[uid]
 
-    def seeds(self, port: int) -> list[str]:
-        return [self.url(u, port) for u in self.seed_ids]
+    def link_url(self, uid: int, port: int, tls_port: int = 0) -> str:
+        """`uid` as pages write it absolutely: http:// for a redirecting host (answered with 301)."""
+        return self.hosts[int(self.url_host[uid])].origin(port, tls_port) + self.url_path[uid]
+
+    def seeds(self, port: int, tls_port: int = 0) -> list[str]:
+        return [self.link_url(u, port, tls_port) for u in self.seed_ids]
+
+    @property
+    def has_tls(self) -> bool:
+        """True if some host speaks HTTPS (the server then needs a TLS port)."""
+        return any(h.tls is not Tls.NONE for h in self.hosts)
+
+    @property
+    def has_redirect_hosts(self) -> bool:
+        return any(h.tls is Tls.REDIRECT for h in self.hosts)
+
+    def http_twin_links(self, src: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """For link rows `rows` (on pages `src`): True where the link resolves to the http:// URL of a
+        page on a redirecting host (a 301 to the https:// one), False where it resolves to the URL
+        `url()` names.
+
+        Mirrors how pages.py writes each link: an absolute link to a redirecting host is written
+        http://; a relative one resolves against the base, whose scheme is the page's (https:// for a
+        redirecting host's own pages) unless an absolute `<base href>` names another origin; a
+        scheme-relative one takes the base's scheme; a self link is the page itself. The reference
+        crawl (reference.py) parses the rendered bytes and checks this.
+        """
+        out = np.zeros(rows.size, dtype=bool)
+        if not self.has_redirect_hosts or not rows.size:
+            return out
+        tls = np.array([int(h.tls) for h in self.hosts], dtype=np.int8)
+        tgt = self.link_tgt[rows].astype(np.int64)
+        th = self.url_host[tgt]
+        to_redirect = tls[th] == int(Tls.REDIRECT)
+        if not to_redirect.any():
+            return out
+        base_host, base_https = self._base_schemes()
+        form = self.link_form[rows]
+        bh = base_host[src]
+        relative = (th == bh) & np.isin(form, _RELATIVE_FORMS)
+        scheme_rel = form == int(Form.SCHEME_REL)   # both schemes reach a redirecting host
+        selfish = form >= int(Form.SELF_FRAG)
+        https = np.where(relative | scheme_rel, base_https[src], False)  # absolute: written http://
+        https = np.where(selfish, tls[self.url_host[src]] != int(Tls.NONE), https)
+        return to_redirect & ~https
+
+    def _base_schemes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per URL: the host its relative links resolve against, and whether that base is https://."""
+        cached = self.__dict__.get("_base_cache")
+        if cached is None:
+            content = np.array([h.content_https for h in self.hosts], dtype=bool)
+            link = np.array([h.link_https for h in self.hosts], dtype=bool)
+            base_host = self.url_host.astype(np.int64)
+            base_https = content[base_host]
+            for uid, base in self.bases.items():
+                base_host[uid] = base.host
+                if base.form != 1:  # an absolute <base href> carries its host's link scheme
+                    base_https[uid] = link[base.host]
+            cached = self.__dict__["_base_cache"] = (base_host, base_https)
+        return cached
 
     def host_named(self, name: str) -> Host | None:
         i = self.host_by_name.get(name)
@@ -431,6 +539,12 @@ def build_web(params: WebParams = WebParams()) -> Web:
 
 
 def _validate(p: WebParams) -> None:
+    for name in ("https_share", "https_redirect_share"):
+        if not 0.0 <= getattr(p, name) <= 1.0:
+            raise ValueError(f"{name} must be in 0..1, got {getattr(p, name)}")
+    if p.https_share + p.https_redirect_share > 1.0:
+        raise ValueError(f"https_share + https_redirect_share must be <= 1, got {p.https_share} + "
+                         f"{p.https_redirect_share}")
     if not 0.0 <= p.host_latency_share <= 1.0:
         raise ValueError(f"host_latency_share must be in 0..1, got {p.host_latency_share}")
     for kind in ("slow", "fast"):
@@ -519,8 +633,9 @@ class _Builder:
 
     # --- small helpers -----------------------------------------------------------
 
-    def add_host(self, name: str, role: Role, robots: RobotsPolicy, with_port: bool = True) -> int:
-        self.hosts.append(Host(len(self.hosts), name, role, robots, with_port))
+    def add_host(self, name: str, role: Role, robots: RobotsPolicy, with_port: bool = True,
+                 tls: Tls = Tls.NONE) -> int:
+        self.hosts.append(Host(len(self.hosts), name, role, robots, with_port, tls))
         return len(self.hosts) - 1
 
     def add_url(self, host: int, kind: Kind, path: str) -> int:
@@ -556,6 +671,7 @@ class _Builder:
             paths[h][path] = uid
         noncrawl = np.zeros(n_urls, dtype=np.uint8)
         noncrawl[stat_pages] = self.rng.integers(0, _NONCRAWLABLE_MAX + 1, size=stat_pages.size)
+        self._choose_tls()
         return Web(
             params=p,
             hosts=self.hosts,
@@ -599,6 +715,18 @@ class _Builder:
             if h.role is Role.SLOW:
                 out[h.index] = p.slow_delay_s
         return out
+
+    def _choose_tls(self) -> None:
+        """Make the chosen ordinary hosts HTTPS-only or redirecting, from a generator of their own
+        (seed, _TLS_STREAM): the shares decide schemes only, so the link table stays the same."""
+        p = self.p
+        n_only = round(p.https_share * p.hosts)
+        n_redirect = min(p.hosts - n_only, round(p.https_redirect_share * p.hosts))
+        if not n_only + n_redirect:
+            return
+        order = np.random.default_rng((p.seed, _TLS_STREAM)).permutation(p.hosts).tolist()
+        for i, h in enumerate(order[: n_only + n_redirect]):
+            self.hosts[h] = dataclasses.replace(self.hosts[h], tls=Tls.ONLY if i < n_only else Tls.REDIRECT)
 
     def _host_sizes(self) -> np.ndarray:
         p = self.p
@@ -714,9 +842,9 @@ class _Builder:
             self.link(index, frame, elem=int(Elem.FRAME))
             self.link(frame, root, elem=int(Elem.A))
 
-    def _small_host(self, role: Role, robots: RobotsPolicy, pages: int) -> list[int]:
+    def _small_host(self, role: Role, robots: RobotsPolicy, pages: int, tls: Tls = Tls.NONE) -> list[int]:
         """A chain of `pages` pages: `/` -> /p/1.html -> ... each linking back to the previous."""
-        hi = self.add_host(f"{role.value}.{self.p.domain}", role, robots)
+        hi = self.add_host(f"{role.value}.{self.p.domain}", role, robots, tls=tls)
         ids = [self.add_url(hi, Kind.PAGE, "/")]
         ids += [self.add_url(hi, Kind.PAGE, f"/p/{i}.html") for i in range(1, pages)]
         css = self.add_url(hi, Kind.CSS, "/static/site.css")
@@ -741,6 +869,9 @@ class _Builder:
         if p.trap:
             hi = self.add_host(f"trap.{p.domain}", Role.TRAP, RobotsPolicy(layout=1))
             self.special_roots.append(self.add_url(hi, Kind.TRAP_ROOT, "/"))
+        if p.tls_bad_hosts:
+            for role in TLS_BAD_ROLES:
+                self._small_host(role, allow_all, TLS_BAD_HOST_PAGES, tls=Tls.ONLY)
 
     def _bad_host(self) -> None:
         hi = self.add_host(f"bad.{self.p.domain}", Role.BAD, RobotsPolicy(layout=2))
@@ -1081,6 +1212,9 @@ class _Builder:
 
 
 _EXCLUSIVE_PREFIXES = ("/private/", "/nf/", "/mnf/", "/moved/", "/frames/")
+_RELATIVE_FORMS = np.array([int(f) for f in (Form.PATH_ABS, Form.REL, Form.DOT_REL, Form.FRAGMENT, Form.PCT,
+                                              Form.DOTSEG, Form.SPACES, Form.ENTITY)], dtype=np.uint8)
+"""Forms pages.py writes relative to the base when the target is on the base's host (absolute otherwise)."""
 
 
 def _dup_mask(keys: np.ndarray) -> np.ndarray:

@@ -15,8 +15,19 @@ extractor are built in and are NOT links: an `<a>` inside an HTML comment, an
 is written in the form stored there (model.Form); the renderer never adds a
 crawlable link of its own.
 
-The port is a render argument (taken from the request's Host header), so one
-model serves on any port. Rendered pages are cached per (url id, port).
+The ports are render arguments (the request's own from its Host header, the
+other scheme's from the server), so one model serves on any ports. Rendered
+pages are cached per (url id, port, TLS port).
+
+HTTPS (model.Tls): a host speaks http://, https://, or both with http://
+answering 301 to the same path on https:// (robots.txt included). A request
+in a scheme the host does not serve is answered 421 Misdirected Request
+(RFC 9110 15.5.20) with no links: an HTTPS-only name has no HTTP site, and
+sharing one port with every other host, the server cannot refuse the
+connection as a real one would. Links to a redirecting host are written
+http:// when absolute; relative links on its pages resolve against their
+https:// URL; a scheme-relative link takes the scheme of the base and is
+written absolute instead where the target does not speak that scheme.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from dataclasses import dataclass
 
 from . import trap
 from .model import (
-    DIRS, FAILING_CASES, WORDS, Case, Elem, Form, Host, Kind, NOFOLLOW, Role, Web,
+    DIRS, FAILING_CASES, WORDS, Case, Elem, Form, Host, Kind, NOFOLLOW, Role, Tls, Web,
 )
 
 HTML = "text/html; charset=utf-8"
@@ -37,6 +48,8 @@ TEXT = "text/plain; charset=utf-8"
 CSS = "text/css; charset=utf-8"
 JS = "application/javascript; charset=utf-8"
 PNG = "image/png"
+HTTP = "http"
+HTTPS = "https"
 
 APP_JS_PATH = "/static/app.js"
 """Served on every ordinary host but never a link target (script is not a link source)."""
@@ -75,6 +88,9 @@ def mix(a: int, b: int) -> int:
     return x ^ (x >> 31)
 
 
+_Origins = tuple[list[str], list[str], list[str | None], list[str | None]]
+
+
 @dataclass(frozen=True)
 class Reply:
     """One response: either a complete body or a bad-host case to stream (`stream`)."""
@@ -94,7 +110,7 @@ class Renderer:
         self.web = web
         self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._cache_entries = cache_entries
-        self._origins: dict[int, tuple[list[str], list[str]]] = {}
+        self._origins: dict[tuple[int, int], _Origins] = {}
         self._paragraphs = _paragraph_pool(web.params.seed)
         self._texts: list[str] | None = None
         self._plain: list[bool] = []
@@ -102,26 +118,43 @@ class Renderer:
         self._url_host = web.url_host.tolist()
         self._url_kind = web.url_kind.tolist()
         self._latency_s = web.host_latency_s.tolist()
+        self._content_https = [h.content_https for h in web.hosts]
+        self._link_https = [h.link_https for h in web.hosts]
 
     # --- routing -----------------------------------------------------------------
 
-    def respond(self, host: Host, path: str, port: int) -> Reply:
-        """The reply for GET `path` on `host` when the web is served on `port`."""
+    def respond(self, host: Host, path: str, port: int, tls_port: int = 0, scheme: str = HTTP,
+                query: str = "") -> Reply:
+        """The reply for GET `path` (and `query`, kept in a redirect to https://) on `host`, asked
+        over `scheme`, when the web is served on `port` and HTTPS on `tls_port`."""
         delay = self._latency_s[host.index]
-        reply = self._respond(host, path, port)
+        reply = None
+        if host.tls or scheme != HTTP:
+            reply = self.scheme_reply(host, path, tls_port, scheme, query)
+        if reply is None:
+            reply = self._respond(host, path, port, tls_port)
         if delay:
             return Reply(reply.status, reply.content_type, reply.body, reply.headers, reply.stream, delay)
         return reply
 
-    def _respond(self, host: Host, path: str, port: int) -> Reply:
+    def scheme_reply(self, host: Host, path: str, tls_port: int, scheme: str, query: str = "") -> Reply | None:
+        """301 to https:// or 421 when `host` serves no content over `scheme`; None when it does."""
+        if (scheme == HTTPS) == host.content_https:
+            return None
+        if host.tls is Tls.REDIRECT:
+            loc = host.content_origin(0, tls_port) + path + (f"?{query}" if query else "")
+            return Reply(301, HTML, _moved_page(301, loc, path), (("Location", loc),))
+        return Reply(421, HTML, _error_page(421, "Misdirected Request", path))
+
+    def _respond(self, host: Host, path: str, port: int, tls_port: int) -> Reply:
         web = self.web
         if path == "/robots.txt":
             return self.robots(host)
         if host.role is Role.TRAP:
             if path == "/":
-                return Reply(200, HTML, self.trap_page(host, path, port))
+                return Reply(200, HTML, self.trap_page(host, path, port, tls_port))
             if trap.is_trap_page(path):
-                return Reply(200, HTML, self.trap_page(host, path, port))
+                return Reply(200, HTML, self.trap_page(host, path, port, tls_port))
             return self.not_found(path)
         uid = web.lookup(host.index, path)
         if uid is None:
@@ -130,18 +163,18 @@ class Renderer:
             return self.not_found(path)
         kind = self._url_kind[uid]
         if kind == Kind.PAGE:
-            return Reply(200, HTML, self.page(uid, port))
+            return Reply(200, HTML, self.page(uid, port, tls_port))
         if kind == Kind.IMAGE:
             return Reply(200, PNG, png_body(uid, path))
         if kind == Kind.CSS:
             return Reply(200, CSS, css_body(host.name, path))
         if kind == Kind.REDIRECT:
-            return self.redirect(uid, port)
+            return self.redirect(uid, port, tls_port)
         if kind == Kind.CASE:
             case = web.cases[uid]
             if case in FAILING_CASES:
                 return Reply(200, HTML, stream=case)
-            return self.case(uid, case, port)
+            return self.case(uid, case, port, tls_port)
         return self.not_found(path)
 
     # --- simple resources --------------------------------------------------------
@@ -157,25 +190,21 @@ class Renderer:
     def not_found(self, path: str) -> Reply:
         return Reply(404, HTML, _error_page(404, "Not Found", path))
 
-    def redirect(self, uid: int, port: int) -> Reply:
+    def redirect(self, uid: int, port: int, tls_port: int = 0) -> Reply:
         """301/302 with a Location written absolute, path-absolute or relative to the request URL."""
         web = self.web
         r = web.redirects[uid]
-        loc = self.location(uid, port)
-        title = "Moved Permanently" if r.status == 301 else "Found"
-        body = (f"<!DOCTYPE html>\n<html><head><title>{r.status} {title}</title></head><body>\n"
-                f"<h1>{title}</h1>\n<p>The document has moved <a href=\"{loc}\">here</a>.</p>\n"
-                f"<!-- {web.url_path[uid]} -->\n</body></html>\n").encode()
-        return Reply(r.status, HTML, body, (("Location", loc),))
+        loc = self.location(uid, port, tls_port)
+        return Reply(r.status, HTML, _moved_page(r.status, loc, web.url_path[uid]), (("Location", loc),))
 
-    def location(self, uid: int, port: int) -> str:
+    def location(self, uid: int, port: int, tls_port: int = 0) -> str:
         """The Location header of redirect `uid`."""
         web = self.web
         r = web.redirects[uid]
         tgt = r.target
         th = self._url_host[tgt]
         tp = web.url_path[tgt]
-        origins, upper = self._origin_lists(port)
+        origins, upper, _, _ = self._origin_lists(port, tls_port)
         if th != self._url_host[uid] or r.form == 0:
             return origins[th] + tp
         if r.form == 3:
@@ -187,18 +216,18 @@ class Renderer:
 
     # --- pages -------------------------------------------------------------------
 
-    def page(self, uid: int, port: int) -> bytes:
+    def page(self, uid: int, port: int, tls_port: int = 0) -> bytes:
         """HTML of page `uid` (cached)."""
-        key = (uid, port)
+        key = (uid, port, tls_port)
         cache = self._cache
         body = cache.get(key)
         if body is not None:
             cache.move_to_end(key)
             return body
         if uid in self.web.frameset:
-            body = self._frameset(uid, port)
+            body = self._frameset(uid, port, tls_port)
         else:
-            body = self._page(uid, port)
+            body = self._page(uid, port, tls_port)
         cache[key] = body
         if len(cache) > self._cache_entries:
             cache.popitem(last=False)
@@ -216,18 +245,24 @@ class Renderer:
             self._texts = [_anchor(t) for t in range(self.web.urls)]
         return self._texts
 
-    def _origin_lists(self, port: int) -> tuple[list[str], list[str]]:
-        got = self._origins.get(port)
+    def _origin_lists(self, port: int, tls_port: int = 0) -> _Origins:
+        """Per host: its link origin, an upper-case variant, and its scheme-relative prefix for an
+        http:// and for an https:// base (None where the host does not speak that scheme)."""
+        key = (port, tls_port)
+        got = self._origins.get(key)
         if got is None:
-            plain = [h.origin(port) for h in self.web.hosts]
+            hosts = self.web.hosts
+            plain = [h.origin(port, tls_port) for h in hosts]
             upper = []
             for i, o in enumerate(plain):
                 # Alternate: upper-case scheme only, or scheme and host.
                 upper.append("HTTP" + o[4:] if i % 2 else o.upper())
-            got = self._origins[port] = (plain, upper)
+            sr_http = [None if h.tls is Tls.ONLY else "//" + o[7:] for h, o in zip(hosts, plain)]
+            sr_https = [None if h.tls is Tls.NONE else f"//{h.name}:{tls_port}" for h in hosts]
+            got = self._origins[key] = (plain, upper, sr_http, sr_https)
         return got
 
-    def _hrefs(self, uid: int, port: int) -> tuple[list[str], list[int], list[int], list[int]]:
+    def _hrefs(self, uid: int, port: int, tls_port: int = 0) -> tuple[list[str], list[int], list[int], list[int]]:
         """(hrefs, elements, flags, targets) of `uid`'s links, in table order.
 
         Hot path of serving: one iteration per link, plain ints and local names only.
@@ -238,14 +273,18 @@ class Renderer:
         forms = web.link_form[a:b].tolist()
         url_host = self._url_host
         paths = web.url_path
-        origins, upper = self._origin_lists(port)
+        origins, upper, sr_http, sr_https = self._origin_lists(port, tls_port)
         base = web.bases.get(uid)
         if base is None:
             base_host = url_host[uid]
             here = paths[uid]
             base_dir = here[: here.rfind("/") + 1]
+            base_https = self._content_https[base_host]
         else:
             base_host, base_dir = base.host, base.dir
+            # An absolute <base href> carries its host's link scheme; a path-absolute one the page's.
+            base_https = self._content_https[url_host[uid]] if base.form == 1 else self._link_https[base.host]
+        srs = sr_https if base_https else sr_http   # scheme-relative links take the base's scheme
         hrefs = []
         append = hrefs.append
         page_salt = mix(uid, 0x5A17)
@@ -259,7 +298,8 @@ class Renderer:
                 elif form >= _F_SELF_FRAG:
                     append(_self_href(form, page_salt + i * _SALT_STEP))
                 else:
-                    append(_absolute(form, origins[th], upper[th], paths[tgt], ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3))
+                    append(_absolute(form, origins[th], upper[th], srs[th], paths[tgt],
+                                     ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3))
                 continue
             if form == _F_PATH_ABS:
                 append(paths[tgt])
@@ -288,10 +328,10 @@ class Renderer:
                 elif form == _F_NO_SLASH and tp == "/" and salt & 1:
                     append(origins[th])
                 else:
-                    append(_absolute(form, origins[th], upper[th], tp, salt))
+                    append(_absolute(form, origins[th], upper[th], srs[th], tp, salt))
         return hrefs, web.link_elem[a:b].tolist(), web.link_flags[a:b].tolist(), tgts
 
-    def _page(self, uid: int, port: int) -> bytes:
+    def _page(self, uid: int, port: int, tls_port: int) -> bytes:
         web = self.web
         host = web.hosts[self._url_host[uid]]
         seed = mix(web.params.seed, uid)
@@ -305,7 +345,7 @@ class Renderer:
         texts = self._anchor_texts()
         paths = web.url_path
         # Hot path of serving: one iteration per link, ints and local names only.
-        hrefs, elems, flag_list, tgts = self._hrefs(uid, port)
+        hrefs, elems, flag_list, tgts = self._hrefs(uid, port, tls_port)
         plain = self._plain_positions(len(hrefs))
         e_a = _E_A
         add_anchor = anchors.append
@@ -354,9 +394,9 @@ class Renderer:
                               f'<input type="search" name="q"></label><button type="submit">Go</button></form>')
             else:  # frames only mean something in a frameset; elsewhere an iframe keeps the link
                 blocks.append(f'<iframe src{q} title="{text}"></iframe>')
-        return self._document(uid, host, port, seed, title, site, head, anchors, blocks, figures)
+        return self._document(uid, host, port, tls_port, seed, title, site, head, anchors, blocks, figures)
 
-    def _document(self, uid: int, host: Host, port: int, seed: int, title: str, site: str,
+    def _document(self, uid: int, host: Host, port: int, tls_port: int, seed: int, title: str, site: str,
                   head: list[str], anchors: list[str], blocks: list[str], figures: list[str]) -> bytes:
         web = self.web
         pool = self._paragraphs
@@ -368,7 +408,7 @@ class Renderer:
         ]
         base = web.bases.get(uid)
         if base is not None:
-            origins, upper = self._origin_lists(port)
+            origins, upper, _, _ = self._origin_lists(port, tls_port)
             prefix = ("" if base.form == 1 else (upper if base.form == 2 else origins)[base.host])
             out.append(f'<base href="{prefix}{base.path}">\n')
         if web.meta_nofollow[uid]:
@@ -429,9 +469,10 @@ class Renderer:
         out.append("</footer>\n</body>\n</html>\n")
         return "".join(out).encode()
 
-    def _frameset(self, uid: int, port: int) -> bytes:
+    def _frameset(self, uid: int, port: int, tls_port: int) -> bytes:
         title = _title(uid)
-        frames = "".join(f'<frame src="{href}" name="f{i}">\n' for i, href in enumerate(self._hrefs(uid, port)[0]))
+        frames = "".join(f'<frame src="{href}" name="f{i}">\n'
+                         for i, href in enumerate(self._hrefs(uid, port, tls_port)[0]))
         return (f'<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Frameset//EN" "http://www.w3.org/TR/html4/frameset.dtd">\n'
                 f'<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
                 f'<frameset rows="20%,80%">\n{frames}<noframes>Your browser does not support frames.</noframes>\n'
@@ -439,9 +480,9 @@ class Renderer:
 
     # --- special hosts -----------------------------------------------------------
 
-    def trap_page(self, host: Host, path: str, port: int) -> bytes:
+    def trap_page(self, host: Host, path: str, port: int, tls_port: int = 0) -> bytes:
         """A trap page: links to deeper trap pages (relative, ./ or absolute) and back to `/`."""
-        origin = host.origin(port)
+        origin = host.origin(port, tls_port)
         depth = path.count("/")
         items = []
         for i, child in enumerate(trap.trap_children(path)):
@@ -457,10 +498,10 @@ class Renderer:
                 f"<body><h1>Archive {_html_escape(path)}</h1>\n<p>Browse older and newer entries.</p>\n"
                 f"<ul>\n{chr(10).join(items)}\n</ul>\n</body></html>\n").encode()
 
-    def case(self, uid: int, case: Case, port: int) -> Reply:
+    def case(self, uid: int, case: Case, port: int, tls_port: int = 0) -> Reply:
         """The bad host's 200 cases with links: malformed markup and charset confusions."""
         texts = self._anchor_texts()
-        hrefs, _, _, tgts = self._hrefs(uid, port)
+        hrefs, _, _, tgts = self._hrefs(uid, port, tls_port)
         links = [f'<a href="{href}">{texts[tgt]}</a>' for href, tgt in zip(hrefs, tgts)]
         if case is Case.MALFORMED:
             body = (b"<html><head><title>Malformed page</title><body bgcolor=white>\n"
@@ -494,12 +535,13 @@ class Renderer:
 # --- helpers (pure functions) ----------------------------------------------------
 
 
-def _absolute(form: int, origin: str, upper: str, tp: str, salt: int) -> str:
-    """An absolute (or scheme-relative) form of origin + tp."""
+def _absolute(form: int, origin: str, upper: str, scheme_rel: str | None, tp: str, salt: int) -> str:
+    """An absolute (or scheme-relative) form of origin + tp; `scheme_rel` is the target's
+    scheme-relative prefix for the base's scheme (None: the target does not speak it, write origin + tp)."""
     if form == _F_ABS_UPPER:
         return upper + tp
     if form == _F_SCHEME_REL:
-        return "//" + origin[7:] + tp
+        return (origin if scheme_rel is None else scheme_rel) + tp
     if form == _F_FRAGMENT:
         return origin + tp + "#" + FRAGMENTS[salt % len(FRAGMENTS)]
     if form == _F_PCT:
@@ -583,6 +625,15 @@ def _title(uid: int) -> str:
 
 def _html_escape(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _moved_page(status: int, location: str, path: str) -> bytes:
+    """Body of a redirect: a short page naming the Location (its link is not the crawler's: a 3xx
+    contributes only its Location)."""
+    title = "Moved Permanently" if status == 301 else "Found"
+    return (f"<!DOCTYPE html>\n<html><head><title>{status} {title}</title></head><body>\n"
+            f"<h1>{title}</h1>\n<p>The document has moved <a href=\"{location}\">here</a>.</p>\n"
+            f"<!-- {path} -->\n</body></html>\n").encode()
 
 
 def _error_page(status: int, reason: str, path: str) -> bytes:

@@ -74,9 +74,9 @@ def zipf_quality(n: int, exponent: float = DEFAULT_EXPONENT) -> np.ndarray:
 
 def crawled_pages(web: Web, manifest: Manifest) -> list[int]:
     """URL ids of the HTML pages (kind PAGE) the manifest's crawl fetches, in id order."""
-    port, statuses = manifest.port, manifest.statuses
+    port, tls_port, statuses = manifest.port, manifest.tls_port, manifest.statuses
     ids = np.flatnonzero(web.url_kind == int(Kind.PAGE)).tolist()
-    return [uid for uid, url in zip(ids, (web.url(u, port) for u in ids))
+    return [uid for uid, url in zip(ids, (web.url(u, port, tls_port) for u in ids))
             if url in manifest.fetched and statuses.get(url) == 200]
 
 
@@ -89,7 +89,7 @@ def page_quality(web: Web, manifest: Manifest, *, exponent: float = DEFAULT_EXPO
     order = np.random.default_rng((seed, _QUALITY_STREAM)).permutation(len(ids))
     urls = []
     for i in order.tolist():
-        url = web.url(ids[i], manifest.port)
+        url = web.url(ids[i], manifest.port, manifest.tls_port)
         canon = canonicalize(url)
         if canon is None:
             raise ValueError(f"test web URL {url!r} has no canonical form; the quality oracle cannot name it")

@@ -7,7 +7,14 @@ served bytes (selectolax), resolving them (ada, WHATWG), canonicalising them
 (fragment dropped, unreserved %-escapes decoded); robots.txt is read with
 protego. If its requests equal `expected_crawl(...)`, the web serves what the
 manifest claims. The tests run it in-process (through `Renderer`) and over
-HTTP (against the aiohttp server and against nginx).
+HTTP and HTTPS (against the aiohttp server and against nginx), where a bad
+certificate is found by the TLS handshake itself.
+
+robots.txt is asked once per origin (scheme, host, port); a 3xx answer is
+followed (at most MAX_ROBOTS_REDIRECTS, RFC 9309 2.3.1.2) and the target's
+answer holds for every origin of the chain, so a target already known is not
+asked again. A fetch that fails for a permanent reason (a certificate that
+does not verify) refuses its origin's URLs from then on.
 """
 
 from __future__ import annotations
@@ -26,15 +33,19 @@ import ada_url
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser
 
-from .manifest import CrawlRules
-from .model import HOSTILE_ROLES, Web
-from .pages import Renderer
+from .manifest import DNS_NXDOMAIN, PRIVATE_ADDRESS, TLS_REASONS, CrawlRules
+from .model import HOSTILE_ROLES, TLS_BAD_ROLES, Web
+from .pages import HTTPS, Renderer
+from .tls import verify_reason
 
 USER_AGENT = "ExampleCrawler/1.0 (+https://example.org/crawler)"
 LINK_SOURCES = MappingProxyType({"a": "href", "area": "href", "link": "href", "img": "src", "frame": "src",
                                  "iframe": "src", "embed": "src", "source": "src", "form": "action"})
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+MAX_ROBOTS_REDIRECTS = 5
+"""Redirects of one robots.txt followed (RFC 9309: at least five); beyond, the file counts as unavailable."""
+_ROLE_REASONS = dict(zip(TLS_BAD_ROLES, ("tls_untrusted", "tls_expired", "tls_hostname_mismatch")))
 
 
 @dataclass
@@ -44,6 +55,8 @@ class Fetched:
     status: int
     headers: dict[str, str]
     body: bytes | None
+    error: str | None = None
+    """Why nothing was sent (a TLS reason: the certificate failed verification), else None."""
 
 
 Fetch = Callable[[str], Awaitable[Fetched]]
@@ -58,6 +71,8 @@ class CrawlResult:
     filtered: set[str] = field(default_factory=set)
     statuses: dict[str, int] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
+    refusals: dict[str, str] = field(default_factory=dict)
+    """Refused URL -> reason (dns_nxdomain, private_address, tls_*)."""
 
 
 def canonicalize(href: str, base: str | None) -> str | None:
@@ -118,26 +133,70 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
                           user_agent: str = USER_AGENT, host_gap_s: float = 0.0) -> CrawlResult:
     """Crawl breadth-first from `seeds` through `fetch`, one request at a time.
 
-    `host_gap_s`: least time between the end of one request to a host and the start of the next
+    `host_gap_s`: least time between the end of one request to a host name and the start of the next
     (a server notices a client that cut a body short a moment after the client moved on).
     """
     token = user_agent.split("/", 1)[0]
     last_end: dict[str, float] = {}
     loop = asyncio.get_running_loop()
 
-    async def polite(url: str, netloc: str) -> Fetched:
-        wait = last_end.get(netloc, -1e9) + host_gap_s - loop.time()
+    async def polite(url: str) -> Fetched:
+        name = urlsplit(url).hostname or ""
+        wait = last_end.get(name, -1e9) + host_gap_s - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
         try:
             return await fetch(url)
         finally:
-            last_end[netloc] = loop.time()
+            last_end[name] = loop.time()
 
     queue = deque(seeds)
     seen: set[str] = set()
     robots: dict[str, Callable[[str], bool]] = {}
+    dead: dict[str, str] = {}  # origin -> permanent failure reason
     res = CrawlResult()
+
+    def refuse(url: str, reason: str) -> None:
+        res.refused.add(url)
+        res.refusals[url] = reason
+
+    async def robots_for(origin: str) -> None:
+        """Fill robots[origin] (and the origins it redirects to), or dead[origin]."""
+        chain = [origin]
+        target = origin + "/robots.txt"
+        verdict: Callable[[str], bool] | None = None
+        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
+            got = await polite(target)
+            if got.error is not None:
+                for o in chain:
+                    dead[o] = got.error
+                return
+            res.robots.append(target)
+            location = got.headers.get("location") if 300 <= got.status < 400 else None
+            if location is None:
+                if got.status == 200 and got.body is not None:
+                    parser = Protego.parse(got.body.decode("utf-8", "replace"))
+                    verdict = lambda u, p=parser: p.can_fetch(u, token)
+                else:
+                    allow = 400 <= got.status < 500
+                    verdict = lambda u, v=allow: v
+                break
+            target = canonicalize(location, target) or ""
+            parts = urlsplit(target)
+            nxt = f"{parts.scheme}://{parts.netloc}"
+            if nxt in robots:  # the target origin's answer is known: it holds for the chain too
+                verdict = robots[nxt]
+                break
+            if nxt in dead:
+                for o in chain:
+                    dead[o] = dead[nxt]
+                return
+            chain.append(nxt)
+        if verdict is None:  # too many redirects: unavailable, allow all
+            verdict = lambda u: True
+        for o in chain:
+            robots[o] = verdict
+
     while queue:
         url = queue.popleft()
         if url in seen:
@@ -148,24 +207,26 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
         if not rules.admits(url, host, path):
             res.filtered.add(url)
             continue
-        if host.endswith(".invalid") or (rules.private_guard and _private(host)):
-            res.refused.add(url)
+        if host.endswith(".invalid"):
+            refuse(url, DNS_NXDOMAIN)
+            continue
+        if rules.private_guard and _private(host):
+            refuse(url, PRIVATE_ADDRESS)
             continue
         origin = f"{parts.scheme}://{parts.netloc}"
-        if rules.obey_robots:
-            if origin not in robots:
-                got = await polite(origin + "/robots.txt", parts.netloc)
-                res.robots.append(origin + "/robots.txt")
-                if got.status == 200 and got.body is not None:
-                    parser = Protego.parse(got.body.decode("utf-8", "replace"))
-                    robots[origin] = lambda u, p=parser: p.can_fetch(u, token)
-                else:
-                    verdict = 400 <= got.status < 500
-                    robots[origin] = lambda u, v=verdict: v
-            if not robots[origin](url):
-                res.disallowed.add(url)
-                continue
-        got = await polite(url, parts.netloc)
+        if rules.obey_robots and origin not in robots and origin not in dead:
+            await robots_for(origin)
+        if origin in dead:
+            refuse(url, dead[origin])
+            continue
+        if rules.obey_robots and not robots[origin](url):
+            res.disallowed.add(url)
+            continue
+        got = await polite(url)
+        if got.error is not None:
+            dead[origin] = got.error
+            refuse(url, got.error)
+            continue
         res.fetched.append(url)
         res.statuses[url] = got.status
         if got.body is None:
@@ -179,8 +240,13 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
     return res
 
 
-def renderer_fetch(web: Web, *, static: bool = False) -> Fetch:
-    """A `Fetch` that asks the renderer directly (no HTTP); streamed cases count as failures."""
+def renderer_fetch(web: Web, *, static: bool = False, port: int = 0, tls_port: int = 0,
+                   tls_verify: bool = True) -> Fetch:
+    """A `Fetch` that asks the renderer directly (no HTTP); streamed cases count as failures.
+
+    A request's port is its URL's; the other scheme's is `port` or `tls_port`. With `tls_verify`
+    an https:// request to a bad-certificate host fails as its handshake would.
+    """
     renderer = Renderer(web)
 
     async def fetch(url: str) -> Fetched:
@@ -188,7 +254,12 @@ def renderer_fetch(web: Web, *, static: bool = False) -> Fetch:
         host = web.host_named(parts.hostname or "")
         if host is None or (static and host.role in HOSTILE_ROLES):
             return Fetched(404, {"content-type": "text/html"}, b"")
-        reply = renderer.respond(host, parts.path or "/", parts.port or 80)
+        secure = parts.scheme == HTTPS
+        if secure and tls_verify and host.role in _ROLE_REASONS:
+            return Fetched(0, {}, None, _ROLE_REASONS[host.role])
+        here = parts.port or (443 if secure else 80)
+        reply = renderer.respond(host, parts.path or "/", port if secure else here, tls_port if not secure else here,
+                                 parts.scheme)
         headers = {"content-type": reply.content_type}
         headers.update({k.lower(): v for k, v in reply.headers})
         return Fetched(reply.status, headers, None if reply.stream else reply.body)
@@ -196,11 +267,13 @@ def renderer_fetch(web: Web, *, static: bool = False) -> Fetch:
 
 
 def http_fetch(session, port: int, *, max_body_bytes: int = 1 << 20, max_decoded_bytes: int = 4 << 20,
-               timeout_s: float = 2.0, address: str = "127.0.0.1") -> Fetch:
-    """A `Fetch` over HTTP to `address:port` with the URL's host in the Host header.
+               timeout_s: float = 2.0, address: str = "127.0.0.1", tls_port: int = 0, ssl_context=None) -> Fetch:
+    """A `Fetch` over HTTP to `address:port` (HTTPS to `address:tls_port`, verified with `ssl_context`
+    against the URL's host name, sent as SNI) with the URL's host in the Host header.
 
     `session` is an aiohttp.ClientSession created with auto_decompress=False;
-    bodies over the limits, gzip bombs and stalls come back as failures.
+    bodies over the limits, gzip bombs and stalls come back as failures, a
+    certificate that fails verification as its reason (tls.verify_reason).
     """
     import aiohttp
 
@@ -208,10 +281,15 @@ def http_fetch(session, port: int, *, max_body_bytes: int = 1 << 20, max_decoded
 
     async def fetch(url: str) -> Fetched:
         parts = urlsplit(url)
-        target = f"http://{address}:{port}{parts.path or '/'}"
+        extra = {}
+        if parts.scheme == HTTPS:
+            target = f"https://{address}:{tls_port}{parts.path or '/'}"
+            extra = {"ssl": ssl_context, "server_hostname": parts.hostname}
+        else:
+            target = f"http://{address}:{port}{parts.path or '/'}"
         try:
             async with session.get(target, headers={"Host": parts.netloc, "User-Agent": USER_AGENT},
-                                   allow_redirects=False, timeout=timeout) as resp:
+                                   allow_redirects=False, timeout=timeout, **extra) as resp:
                 headers = {k.lower(): v for k, v in resp.headers.items()}
                 chunks, size = [], 0
                 while size <= max_body_bytes:
@@ -230,6 +308,9 @@ def http_fetch(session, port: int, *, max_body_bytes: int = 1 << 20, max_decoded
                     if len(body) > max_decoded_bytes:
                         return Fetched(resp.status, headers, None)
                 return Fetched(resp.status, headers, body)
+        except aiohttp.ClientConnectorCertificateError as e:
+            reason = verify_reason(e)
+            return Fetched(0, {}, None, reason if reason in TLS_REASONS else None)
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return Fetched(0, {}, None)
     return fetch

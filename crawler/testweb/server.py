@@ -6,8 +6,8 @@ written into absolute links, so the same model serves on any port. Every
 response is written inside the handler, so the access log can record when its
 last byte went out:
 
-    {"host": "h001.web.test", "path": "/p/1.html", "method": "GET", "status": 200,
-     "start": 1700000000.123456, "end": 1700000000.124001, "bytes": 8123,
+    {"host": "h001.web.test", "scheme": "http", "path": "/p/1.html", "method": "GET",
+     "status": 200, "start": 1700000000.123456, "end": 1700000000.124001, "bytes": 8123,
      "peer": "127.0.0.2", "ua": "ExampleCrawler/1.0 (...)"}
 
 one JSON line per request, written when the request ends (also when the client
@@ -17,6 +17,17 @@ to the socket or the client was found gone; audit.py checks politeness from
 these two times. A host with a response delay (the slow host, or ordinary
 hosts given a latency by `WebParams.host_latency_share` and friends) sleeps
 before answering, inside the logged interval, so `end - start` includes it.
+
+HTTPS: when the web has HTTPS hosts (model.Tls; or with `tls=True`) the same
+handler also listens on a TLS port (`.tls_port`), presenting one CA-signed
+certificate for `*.<domain>` and, chosen by SNI, each bad-certificate host's
+own (tls.py). The CA certificate is written beside the access log
+(`.ca_file`, `ca.crt`; what a crawler's `fetch.tls.ca_file` names), the
+server's certificates and keys under `tls/` there. A request's scheme is the
+listener's; its port, from the Host header, is written into links of its
+scheme, the other listener's port into links of the other. What a host
+answers in a scheme it does not serve (301 to https://, or 421) is in
+pages.py. A client whose handshake fails sends no request: nothing is logged.
 """
 
 from __future__ import annotations
@@ -31,12 +42,16 @@ from types import TracebackType
 
 from aiohttp import web
 
+from .certs import CertAuthority
 from .hostile import Hostile, Progress
 from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams, build_web
-from .pages import DEFAULT_CACHE_ENTRIES, Renderer
+from .pages import DEFAULT_CACHE_ENTRIES, HTTP, HTTPS, Renderer
+from .tls import CA_FILE, WebCerts, server_context, write_certs
 
 SHUTDOWN_TIMEOUT_S = 2.0
 """How long stop() lets in-flight handlers finish before they are cancelled."""
+TLS_DIR = "tls"
+"""Directory (beside the access log) of the server's certificates and keys."""
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -47,7 +62,8 @@ class TestWebServer:
     __test__ = False  # not a pytest test class despite the name
 
     def __init__(self, web_or_params: Web | WebParams | None = None, access_log_path: str | Path | None = None,
-                 *, cache_entries: int = DEFAULT_CACHE_ENTRIES, shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+                 *, cache_entries: int = DEFAULT_CACHE_ENTRIES, shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+                 tls: bool | None = None, ca: CertAuthority | None = None) -> None:
         if web_or_params is None:
             web_or_params = WebParams()
         self.web = web_or_params if isinstance(web_or_params, Web) else build_web(web_or_params)
@@ -57,6 +73,13 @@ class TestWebServer:
         self.access_log_path = Path(access_log_path)
         self.host = "127.0.0.1"
         self.port = 0
+        self.tls = self.web.has_tls if tls is None else tls
+        """Listen on a TLS port too (default: when the web has HTTPS hosts)."""
+        self.tls_port = 0
+        self.ca_file: Path | None = None
+        """The CA certificate (PEM) of the TLS port's certificates, once started with TLS."""
+        self.certs: WebCerts | None = None
+        self._ca = ca
         self.requests = 0
         """Requests answered so far (all hosts)."""
         self._shutdown_timeout_s = shutdown_timeout_s
@@ -67,8 +90,9 @@ class TestWebServer:
 
     # --- lifecycle ---------------------------------------------------------------
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0, *, reuse_port: bool = False) -> None:
-        """Listen on host:port (0 = a free port; see `.port`)."""
+    async def start(self, host: str = "127.0.0.1", port: int = 0, *, tls_port: int = 0,
+                    reuse_port: bool = False) -> None:
+        """Listen on host:port (0 = a free port; see `.port`), and with TLS on host:tls_port (`.tls_port`)."""
         self.access_log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.access_log_path, "a", buffering=1, encoding="utf-8")
         self._stopping = False
@@ -81,6 +105,14 @@ class TestWebServer:
         await site.start()
         self.host = host
         self.port = int(self._runner.addresses[0][1])
+        if self.tls:
+            directory = self.access_log_path.parent
+            self.certs = write_certs(self.web, directory / TLS_DIR, self._ca, directory / CA_FILE)
+            self.ca_file = self.certs.ca_file
+            tls_site = web.TCPSite(self._runner, host, tls_port, ssl_context=server_context(self.certs),
+                                   reuse_port=reuse_port or None)
+            await tls_site.start()
+            self.tls_port = int(self._runner.addresses[-1][1])
 
     async def stop(self) -> None:
         """Stop listening, end long responses (stall, endless) and close the access log."""
@@ -103,19 +135,28 @@ class TestWebServer:
     # --- convenience -------------------------------------------------------------
 
     def seeds(self) -> list[str]:
-        return self.web.seeds(self.port)
+        return self.web.seeds(self.port, self.tls_port)
 
     def url(self, host_name: str, path: str = "/") -> str:
-        return f"http://{host_name}:{self.port}{path}"
+        """`path` on `host_name` as links write it (https:// for an HTTPS-only host)."""
+        host = self.web.host_named(host_name)
+        origin = host.origin(self.port, self.tls_port) if host is not None else f"http://{host_name}:{self.port}"
+        return origin + path
 
     # --- the handler -------------------------------------------------------------
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = time.time()
         self.requests += 1
-        name, port = split_host(request.headers.get("Host", ""), self.port)
+        scheme = HTTPS if request.secure else HTTP
+        if scheme == HTTPS:
+            name, tls_port = split_host(request.headers.get("Host", ""), self.tls_port)
+            port = self.port
+        else:
+            name, port = split_host(request.headers.get("Host", ""), self.port)
+            tls_port = self.tls_port
         raw_path = request.raw_path
-        path = raw_path.split("?", 1)[0]
+        path, _, query = raw_path.partition("?")
         if "%" in path:
             path = decode_unreserved(path)
         progress = Progress(status=0)
@@ -129,7 +170,7 @@ class TestWebServer:
             elif host is None or host.role in REMOTE_ROLES:
                 reply = self.renderer.not_found(path)
             else:
-                reply = self.renderer.respond(host, path, port)
+                reply = self.renderer.respond(host, path, port, tls_port, scheme, query)
             if reply is not None:
                 if reply.delay_s:  # the slow host, or an ordinary host with a latency (model.WebParams)
                     await asyncio.sleep(min(reply.delay_s, MAX_HOST_LATENCY_S))
@@ -150,14 +191,14 @@ class TestWebServer:
                 return resp
             raise
         finally:
-            self._write_log(request, name, raw_path, progress, start)
+            self._write_log(request, name, scheme, raw_path, progress, start)
 
-    def _write_log(self, request: web.BaseRequest, name: str, raw_path: str, progress: Progress,
+    def _write_log(self, request: web.BaseRequest, name: str, scheme: str, raw_path: str, progress: Progress,
                    start: float) -> None:
         if self._log is None:
             return
         record = {
-            "host": name, "path": raw_path, "method": request.method, "status": progress.status,
+            "host": name, "scheme": scheme, "path": raw_path, "method": request.method, "status": progress.status,
             "start": start, "end": time.time(), "bytes": progress.bytes,
             "peer": request.remote or "", "ua": request.headers.get("User-Agent", ""),
         }

@@ -13,13 +13,23 @@ bomb, and a real server should not be made to fake them. A default server
 answers 404 to everything for them, robots.txt included (allow all), so the
 crawl stays computable: `expected_crawl(web, port, rules, static=True)`.
 
+HTTPS (a web with HTTPS hosts, exported for a `tls_port`): the certificates
+are written under `ROOT/tls/` and the CA's to `ROOT/ca.crt` (tls.py), and
+nginx gets `ssl` server blocks on the TLS port: an HTTPS-only host's content
+there (421 on the HTTP port), a redirecting host's content there and
+`return 301 https://host:TLS_PORT$request_uri` on the HTTP port, the
+bad-certificate hosts with their own certificates (nginx picks by SNI), 421
+for a plain host asked over HTTPS: what the aiohttp server answers.
+
 nginx runs in the foreground from the generated file, with every path (pid,
 temp dirs, logs) under directories the caller chooses:
 
     nginx -c ROOT/nginx.conf -p ROOT -e ROOT/nginx-error.log
 
-and logs one JSON line per request with `$msec` (end, ms resolution) and
-`$request_time` (duration), so audit.py derives start = end - duration.
+and logs one JSON line per request with `$msec` (end, ms resolution),
+`$request_time` (duration) and `$scheme`, so audit.py derives start = end -
+duration. `prepare_nginx(...)` does all of it (export, nginx.conf, the
+static manifest, seeds.txt) for a test that crawls the web under nginx.
 """
 
 from __future__ import annotations
@@ -29,11 +39,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import Kind, Role, Web
-from .pages import APP_JS_PATH, Renderer
+from .certs import CertAuthority
+from .manifest import CrawlRules, Manifest, expected_crawl
+from .model import REMOTE_ROLES, TLS_BAD_ROLES, Kind, Role, Tls, Web
+from .pages import APP_JS_PATH, HTTP, HTTPS, Renderer
+from .tls import CA_FILE, write_certs
 
-EXPORTED_ROLES = frozenset({Role.ORDINARY, Role.NOROBOTS, Role.ROBOTS500})
+EXPORTED_ROLES = frozenset({Role.ORDINARY, Role.NOROBOTS, Role.ROBOTS500, *TLS_BAD_ROLES})
 """Hosts written to disk; the others answer 404 under nginx."""
+TLS_DIR = "tls"
+"""Directory (under the export root) of the certificates and keys nginx presents."""
+_DEFAULT_RULES = CrawlRules()
 SIDECAR = "testweb-static.json"
 """What nginx_conf needs besides the files: hosts, redirects, robots status."""
 INDEX_FILE = "index.html"
@@ -46,12 +62,19 @@ class StaticExport:
     hosts: list[str]
     files: int
     bytes: int
+    tls_port: int = 0
+    ca_file: Path | None = None
+    """The CA certificate a client must trust for the HTTPS hosts (None: the web has none)."""
 
 
-def export_static(web: Web, root_dir: str | Path, port: int, renderer: Renderer | None = None) -> StaticExport:
-    """Write the exportable hosts' resources under `root_dir/<host>/` for a server on `port`."""
+def export_static(web: Web, root_dir: str | Path, port: int, renderer: Renderer | None = None, *,
+                  tls_port: int = 0, ca: CertAuthority | None = None) -> StaticExport:
+    """Write the exportable hosts' resources under `root_dir/<host>/` for a server on `port` (and,
+    for a web with HTTPS hosts, on `tls_port`, with their certificates issued by `ca` or a new CA)."""
     if not 0 < port < 65536:
         raise ValueError(f"port must be the port nginx will listen on (1..65535), got {port}")
+    if web.has_tls and not 0 < tls_port < 65536:
+        raise ValueError(f"the web has HTTPS hosts: give the TLS port nginx will listen on (1..65535), got {tls_port}")
     root = Path(root_dir).resolve()
     renderer = renderer or Renderer(web, cache_entries=1)
     by_host: dict[int, list[int]] = {}
@@ -63,17 +86,18 @@ def export_static(web: Web, root_dir: str | Path, port: int, renderer: Renderer 
         if host.role not in EXPORTED_ROLES:
             continue
         hdir = root / host.name
+        scheme = HTTPS if host.content_https else HTTP
         redirects = []
         for uid in by_host.get(host.index, []):
             path = web.url_path[uid]
             kind = int(web.url_kind[uid])
             if kind == Kind.REDIRECT:
                 r = web.redirects[uid]
-                redirects.append([path, r.status, renderer.location(uid, port)])
+                redirects.append([path, r.status, renderer.location(uid, port, tls_port)])
                 continue
             if kind not in (Kind.PAGE, Kind.IMAGE, Kind.CSS):
                 continue
-            body = renderer.respond(host, path, port).body
+            body = renderer.respond(host, path, port, tls_port, scheme).body
             total += _write(hdir, path, body)
             files += 1
         robots = renderer.robots(host)
@@ -81,11 +105,30 @@ def export_static(web: Web, root_dir: str | Path, port: int, renderer: Renderer 
             total += _write(hdir, "/robots.txt", robots.body)
             files += 1
         if host.role is Role.ORDINARY:
-            total += _write(hdir, APP_JS_PATH, renderer.respond(host, APP_JS_PATH, port).body)
+            total += _write(hdir, APP_JS_PATH, renderer.respond(host, APP_JS_PATH, port, tls_port, scheme).body)
             files += 1
         hosts_meta.append({"name": host.name, "robots_status": host.robots.status, "redirects": redirects})
-    (root / SIDECAR).write_text(json.dumps({"port": port, "hosts": hosts_meta}, indent=1), encoding="utf-8")
-    return StaticExport(root, port, [h["name"] for h in hosts_meta], files, total)
+        if host.tls is not Tls.NONE:
+            hosts_meta[-1]["tls"] = host.tls.name.lower()
+    meta: dict = {"port": port, "hosts": hosts_meta}
+    ca_file = None
+    if web.has_tls:
+        certs = write_certs(web, root / TLS_DIR, ca, root / CA_FILE)
+        ca_file = certs.ca_file
+        for h in hosts_meta:
+            own = certs.by_host.get(h["name"])
+            if own is not None:
+                h["cert"], h["key"] = str(own.cert), str(own.key)
+        served = [h for h in web.hosts if h.role not in REMOTE_ROLES]
+        meta["tls"] = {
+            "port": tls_port, "ca_file": str(ca_file), "cert": str(certs.shared.cert), "key": str(certs.shared.key),
+            # Names asked in a scheme they do not serve: 421 Misdirected Request, as the aiohttp server answers.
+            "misdirected_http": [h.name for h in served if h.tls is Tls.ONLY],
+            "misdirected_https": [h.name for h in served if h.tls is Tls.NONE],
+        }
+    (root / SIDECAR).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return StaticExport(root, port, [h["name"] for h in hosts_meta], files, total, tls_port if web.has_tls else 0,
+                        ca_file)
 
 
 def _write(hdir: Path, path: str, body: bytes) -> int:
@@ -100,7 +143,8 @@ def _write(hdir: Path, path: str, body: bytes) -> int:
 
 def nginx_conf(root_dir: str | Path, port: int, access_log_path: str | Path, error_log_path: str | Path,
                pid_path: str | Path, *, bind: str = "127.0.0.1", user_root: bool | None = None) -> str:
-    """A complete nginx.conf serving the export in `root_dir` on bind:port (foreground, one worker).
+    """A complete nginx.conf serving the export in `root_dir` on bind:port (foreground, one worker),
+    and its HTTPS hosts on bind:TLS_PORT (the port the export was written for).
 
     `user_root` adds `user root;` (needed when nginx is started as root so workers can read
     the files wherever they are); default: when this process runs as root.
@@ -109,6 +153,7 @@ def nginx_conf(root_dir: str | Path, port: int, access_log_path: str | Path, err
     meta = json.loads((root / SIDECAR).read_text(encoding="utf-8"))
     if meta["port"] != port:
         raise ValueError(f"{root} was exported for port {meta['port']}, not {port}: links would point elsewhere")
+    tls = meta.get("tls")
     if user_root is None:
         user_root = hasattr(os, "geteuid") and os.geteuid() == 0
     tmp = root / ".nginx"
@@ -142,7 +187,7 @@ def nginx_conf(root_dir: str | Path, port: int, access_log_path: str | Path, err
         f"    scgi_temp_path {tmp}/scgi;",
         "    log_format testweb escape=json '{\"host\":\"$host\",\"path\":\"$request_uri\",\"method\":\"$request_method\","
         "\"status\":$status,\"msec\":$msec,\"request_time\":$request_time,\"bytes\":$body_bytes_sent,"
-        "\"peer\":\"$remote_addr\",\"ua\":\"$http_user_agent\"}';",
+        "\"peer\":\"$remote_addr\",\"ua\":\"$http_user_agent\",\"scheme\":\"$scheme\"}';",
         f"    access_log {access_log_path} testweb;",
         "    server {",
         f"        listen {bind}:{port} default_server;",
@@ -150,10 +195,29 @@ def nginx_conf(root_dir: str | Path, port: int, access_log_path: str | Path, err
         "        location / { return 404; }",
         "    }",
     ]
+    if tls is not None:
+        shared = [f"        ssl_certificate {tls['cert']};", f"        ssl_certificate_key {tls['key']};"]
+        lines += ["    server {", f"        listen {bind}:{tls['port']} ssl default_server;", "        server_name _;",
+                  *shared, "        location / { return 404; }", "    }"]
+        for scheme_port, names, certs in ((f"{port}", tls["misdirected_http"], []),
+                                          (f"{tls['port']} ssl", tls["misdirected_https"], shared)):
+            if names:
+                lines += ["    server {", f"        listen {bind}:{scheme_port};",
+                          f"        server_name {' '.join(names)};", *certs, "        return 421;", "    }"]
     for host in meta["hosts"]:
+        mode = host.get("tls", "none")
+        if mode == "redirect":
+            lines += ["    server {", f"        listen {bind}:{port};", f"        server_name {host['name']};",
+                      f"        return 301 https://{host['name']}:{tls['port']}$request_uri;", "    }"]
+        if mode == "none":
+            listen = [f"        listen {bind}:{port};"]
+        else:
+            own = (shared if "cert" not in host else
+                   [f"        ssl_certificate {host['cert']};", f"        ssl_certificate_key {host['key']};"])
+            listen = [f"        listen {bind}:{tls['port']} ssl;", *own]
         lines += [
             "    server {",
-            f"        listen {bind}:{port};",
+            *listen,
             f"        server_name {host['name']};",
             f"        root {root / host['name']};",
             "        location ~ /$ { try_files ${uri}" + INDEX_FILE + " =404; }",
@@ -173,3 +237,43 @@ def nginx_command(conf_path: str | Path, prefix: str | Path, error_log_path: str
                   nginx: str = "nginx") -> list[str]:
     """argv that runs nginx in the foreground with everything under `prefix`."""
     return [nginx, "-c", str(conf_path), "-p", str(prefix), "-e", str(error_log_path)]
+
+
+@dataclass(frozen=True)
+class NginxSite:
+    """Everything a test needs to crawl the static export under nginx (see `prepare_nginx`)."""
+
+    root: Path
+    conf: Path
+    command: list[str]
+    """argv of nginx in the foreground (stop it by its PID)."""
+    port: int
+    tls_port: int
+    """0 when the web has no HTTPS host."""
+    ca_file: Path | None
+    """What the crawler's `fetch.tls.ca_file` must name (None: no HTTPS host)."""
+    access_log: Path
+    error_log: Path
+    pid_file: Path
+    manifest: Manifest
+    """The static manifest for the rules given."""
+    seeds_file: Path
+
+
+def prepare_nginx(web: Web, root_dir: str | Path, logs_dir: str | Path, port: int, *, tls_port: int = 0,
+                  rules: CrawlRules = _DEFAULT_RULES, nginx: str = "nginx", bind: str = "127.0.0.1",
+                  ca: CertAuthority | None = None) -> NginxSite:
+    """Export `web` to `root_dir`, write its nginx.conf (logs and pid under `logs_dir`), the static
+    manifest for `rules` and `logs_dir/seeds.txt`: what a crawl of the web under a real nginx needs,
+    HTTPS included when the web has HTTPS hosts (then `tls_port` is required)."""
+    export = export_static(web, root_dir, port, tls_port=tls_port, ca=ca)
+    logs = Path(logs_dir).resolve()
+    logs.mkdir(parents=True, exist_ok=True)
+    access, error, pid = logs / "access.log.jsonl", logs / "error.log", logs / "nginx.pid"
+    conf = export.root / "nginx.conf"
+    conf.write_text(nginx_conf(export.root, port, access, error, pid, bind=bind), encoding="utf-8")
+    manifest = expected_crawl(web, port, rules, static=True, tls_port=export.tls_port)
+    seeds = logs / "seeds.txt"
+    seeds.write_text("\n".join(manifest.seeds) + "\n", encoding="utf-8")
+    return NginxSite(export.root, conf, nginx_command(conf, export.root, error, nginx=nginx), port, export.tls_port,
+                     export.ca_file, access, error, pid, manifest, seeds)

@@ -424,7 +424,7 @@ def test_audit_overlaps_gaps_duplicates():
     gaps = audit.short_gaps(rs, {"c": 0.15}, delay_factor=10)
     assert {(g.host, g.next.path) for g in gaps} == {("a", "/x"), ("b", "/y"), ("c", "/")}
     assert not audit.short_gaps([_req("d", "/", 0, 0.01), _req("d", "/z", 0.1095, 0.11)], 0.0, 10)  # within 1 ms
-    assert audit.duplicates(rs) == {("c", "/"): 2}
+    assert audit.duplicates(rs) == {("http", "c", "/"): 2}
 
 
 def test_audit_reads_testweb_and_nginx_logs(tmp_path):
