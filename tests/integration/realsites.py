@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -203,6 +204,13 @@ class RealWeb:
 
     def seeds(self) -> list[str]:
         return self.seeds_file.read_text().split()
+
+    def write_seeds(self, path: Path, site_names: Iterable[str]) -> Path:
+        """A seed file of the named sites' http:// entry pages alone (no bad hosts): a crawl of those sites."""
+        names = set(site_names)
+        path.write_text("".join(self.url(h.address, h.site.entry, "http") + "\n" for h in self.sites
+                                if h.site.name in names))
+        return path
 
     def start(self) -> "RealWeb":
         self.proc = subprocess.Popen([self.nginx, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
@@ -546,7 +554,7 @@ class Run:
     cpu_s: float
     user_s: float
     sys_s: float
-    max_rss_kib: int
+    max_rss_kib: int | None                     # None: GNU time is absent and no exact figure could be had
     stdout: Path
     stderr: Path
     timed_out: bool = False
@@ -555,64 +563,89 @@ class Run:
         return self.stderr.read_text(errors="replace")[-chars:]
 
 
-def run_child(tool: str, argv: list[str], out_dir: Path, *, timeout_s: float, env: dict | None = None) -> Run:
-    """Run argv to its end (killed at timeout_s) with stdout/stderr in out_dir; measure it by wait4."""
+GNU_TIME = Path("/usr/bin/time")
+"""Peak RSS comes from GNU time's %M. A process forked from this one keeps this one's RSS high-water
+mark across exec (Linux carries it in the signal struct), so a child's own ru_maxrss would say
+~70 MiB for a 5 MiB wget; forked from the small `time` process, the figure is the tool's."""
+
+
+def run_child(tool: str, argv: list[str], out_dir: Path, *, timeout_s: float, env: dict[str, str | None] | None = None) -> Run:
+    """Run argv to its end (killed at timeout_s) with stdout/stderr in out_dir; measure it by wait4.
+
+    The child leads its own process group, so a timeout kills the tool and whatever it started.
+    `env` adds to this process's environment; a None value removes the variable.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    stdout, stderr = out_dir / f"{tool}.stdout", out_dir / f"{tool}.stderr"
+    stdout, stderr, rss = (out_dir / f"{tool}.{ext}" for ext in ("stdout", "stderr", "rss"))
+    if GNU_TIME.is_file():
+        argv = [str(GNU_TIME), "--quiet", "-f", "%M", "-o", str(rss), *argv]
     full_env = dict(os.environ)
-    full_env.update(env or {})
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
     timed_out = False
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full_env, cwd=out_dir)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=full_env, cwd=out_dir,
+                                start_new_session=True)
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() - started > timeout_s:
                 timed_out = True
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(POLL_S)
         wall = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: tell Popen, so it never waits again
+    try:
+        max_rss_kib = int(rss.read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        max_rss_kib = None
     return Run(tool, proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_stime,
-               usage.ru_maxrss, stdout, stderr, timed_out)
+               max_rss_kib, stdout, stderr, timed_out)
 
 
 WGET_TIMEOUT_S = 10
 """wget's network timeout (-T); it retries nothing (--tries=1): the sites are local and never flaky."""
 
 
-def wget_argv(web: RealWeb, out_dir: Path, *, warc: bool = False, wget: str = "wget") -> list[str]:
+def wget_argv(web: RealWeb, out_dir: Path, *, warc: bool = False, wget: str = "wget",
+              seeds_file: Path | None = None) -> list[str]:
     """GNU wget as the reference: recursive, unlimited depth, page requisites, robots.txt obeyed.
 
     Without -H it never leaves a seed's host, and it trusts the run's CA; no
     ~/.wgetrc or /etc/wgetrc changes what it does. `warc`: also write a WARC file
     (gzip per record, as the crawler's warcio does) for a fair CPU comparison.
+    `seeds_file`: instead of the web's own (every site and the bad hosts).
     """
     argv = [wget, "--no-config", "-r", "-l", "inf", "-p", "-e", "robots=on", f"--ca-certificate={web.ca_file}",
             "--tries=1", f"--timeout={WGET_TIMEOUT_S}", "-nv", "-o", str(out_dir / "wget.log"),
-            "-P", str(out_dir / "files"), "-i", str(web.seeds_file)]
+            "-P", str(out_dir / "files"), "-i", str(seeds_file or web.seeds_file)]
     if warc:
         argv.append(f"--warc-file={out_dir / 'wget'}")
     return argv
 
 
-def run_wget(web: RealWeb, out_dir: Path, *, warc: bool = False, timeout_s: float = 300.0) -> Run:
+def run_wget(web: RealWeb, out_dir: Path, *, warc: bool = False, timeout_s: float = 300.0,
+             seeds_file: Path | None = None) -> Run:
     wget = shutil.which("wget")
     if wget is None:
         raise FileNotFoundError("wget not installed (Debian package wget; scripts/test.sh installs it)")
-    return run_child("wget-warc" if warc else "wget", wget_argv(web, out_dir, warc=warc, wget=wget), out_dir,
-                     timeout_s=timeout_s)
+    return run_child("wget-warc" if warc else "wget",
+                     wget_argv(web, out_dir, warc=warc, wget=wget, seeds_file=seeds_file), out_dir, timeout_s=timeout_s)
 
 
-def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None) -> dict:
-    """One node at the defaults, but for what this local web needs."""
+def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None,
+                   seeds_file: Path | None = None) -> dict:
+    """One node at the defaults, but for what this local web needs; `overrides` merge per top-level section."""
     config = {
         "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},   # any free ports
-        "crawl": {"seeds_file": str(web.seeds_file), "data_dir": str(data_dir)},
+        "crawl": {"seeds_file": str(seeds_file or web.seeds_file), "data_dir": str(data_dir)},
         # The hosts are loopback addresses, which the private-network guard refuses by default.
         "fetch": {"allow_private_networks": True},
         # Like wget without -H: never leave the seeds' hosts (pages link to the real web, unreachable here).
@@ -629,15 +662,24 @@ def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None) 
 
 
 def run_crawler(web: RealWeb, out_dir: Path, *, overrides: dict | None = None, timeout_s: float = 600.0,
-                tool: str = "crawler", python_args: list[str] | None = None) -> Run:
-    """`python -m crawler run` on one node; `python_args` go before `-m` (e.g. cProfile's)."""
+                tool: str = "crawler", seeds_file: Path | None = None, wrapper: list[str] | None = None,
+                env: dict[str, str | None] | None = None) -> Run:
+    """`python -m crawler run` on one node. `wrapper` goes before the interpreter (a profiler:
+    `["py-spy", "record", ..., "--"]`, or `[python, "-m", "cProfile", "-o", FILE]` with `python` then left out);
+    `env` adds to the child's environment."""
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path = out_dir / "crawl.yaml"
-    config_path.write_text(yaml.safe_dump(crawler_config(web, out_dir / "data", overrides), sort_keys=False))
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    config = crawler_config(web, out_dir / "data", overrides, seeds_file)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+           **(env or {})}
     if not CA_IN_CONFIG:
         env["SSL_CERT_FILE"] = str(web.ca_file)
-    argv = [sys.executable, *(python_args or []), "-m", "crawler", "run", "-c", str(config_path)]
+    command = ["-m", "crawler", "run", "-c", str(config_path)]
+    if wrapper and wrapper[0] == sys.executable:
+        argv = [*wrapper, *command]
+    else:
+        argv = [*(wrapper or []), sys.executable, *command]
     return run_child(tool, argv, out_dir, timeout_s=timeout_s, env=env)
 
 
