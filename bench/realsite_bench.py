@@ -66,6 +66,8 @@ DEFAULT_VARIANTS = ("wget", "wget-warc", "crawler", "crawler-k0")
 RUN_TIMEOUT_S = 600.0
 TOP_FUNCTIONS = 20
 PY_SPY_RATE_HZ = 250
+PY_SPY_PROCESS_FRAME = "process "
+NO_PYTHON_FRAME = "(no Python frame)"
 ALL = "all"
 KIB_PER_MIB = 1024
 MS_PER_S = 1000
@@ -125,7 +127,7 @@ def measure(web: rs.RealWeb, variant: str, scope: str, round_no: int, seeds: Pat
                   file=sys.stderr)
     sample = Sample(variant, scope, round_no, run.code, requests, run.cpu_s, run.user_s, run.sys_s, run.wall_s,
                     run.max_rss_kib, inner)
-    print(f"  round {round_no} {scope:16s} {variant:10s} {requests:5d} req  cpu {run.cpu_s:6.3f} s "
+    print(f"  round {round_no} {scope:16s} {variant:17s} {requests:5d} req  cpu {run.cpu_s:6.3f} s "
           f"({sample.cpu_ms_per_request:6.3f} ms/req)  wall {run.wall_s:6.2f} s  rss {mib(run.max_rss_kib)} MiB"
           + (f"  inner cpu {inner:.3f} s" if inner is not None else ""), flush=True)
     return sample
@@ -175,13 +177,13 @@ def summarize(samples: list[Sample], variants: list[str]) -> dict:
 
 def print_table(table: dict) -> None:
     print("\nmedians per scope (CPU = user + sys of the child, requests from nginx's log)")
-    print(f"{'scope':16s} {'variant':10s} {'req':>6s} {'cpu s':>8s} {'ms/req':>8s} {'wall s':>8s} {'RSS MiB':>8s} "
+    print(f"{'scope':16s} {'variant':17s} {'req':>6s} {'cpu s':>8s} {'ms/req':>8s} {'wall s':>8s} {'RSS MiB':>8s} "
           f"{'inner cpu s':>11s}")
     for scope, entry in table.items():
         for variant, m in entry["variants"].items():
             inner = f"{m['inner_cpu_s']:11.3f}" if "inner_cpu_s" in m else f"{'':11s}"
             rss = "n/a" if m["max_rss_mib"] is None else f"{m['max_rss_mib']:.1f}"
-            print(f"{scope:16s} {variant:10s} {m['requests']:6.0f} {m['cpu_s']:8.3f} {m['cpu_ms_per_request']:8.3f} "
+            print(f"{scope:16s} {variant:17s} {m['requests']:6.0f} {m['cpu_s']:8.3f} {m['cpu_ms_per_request']:8.3f} "
                   f"{m['wall_s']:8.2f} {rss:>8s} {inner}")
         if entry["ratios"]:
             print(f"{'':16s} ratio of CPU per request: "
@@ -199,7 +201,7 @@ PY_SPY_MODES = {
 
 
 def profile(web: rs.RealWeb, out_dir: Path, profiler: str, overrides: dict | None,
-            crawler_env: dict[str, str | None], py_spy_mode: str = "active") -> None:
+            crawler_env: dict[str, str | None], py_spy_mode: str = "active", top: int = TOP_FUNCTIONS) -> None:
     """Crawl every site once more under a profiler and print the top functions."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if profiler == "py-spy":
@@ -212,20 +214,21 @@ def profile(web: rs.RealWeb, out_dir: Path, profiler: str, overrides: dict | Non
                              env=crawler_env)
         print(f"\nprofile (py-spy at {PY_SPY_RATE_HZ} Hz, {what}): exit {run.code}, wall {run.wall_s:.1f} s, "
               f"cpu {run.cpu_s:.2f} s (py-spy's own included); raw stacks in {raw}")
-        print_collapsed(raw)
+        print_collapsed(raw, top)
     else:
         prof = out_dir / "crawler.prof"
         wrapper = [sys.executable, "-m", "cProfile", "-o", str(prof)]
         run = rs.run_crawler(web, out_dir, overrides=overrides, timeout_s=RUN_TIMEOUT_S, wrapper=wrapper,
                              env=crawler_env)
-        print(f"\nprofile (cProfile, main thread only): exit {run.code}, wall {run.wall_s:.1f} s, cpu {run.cpu_s:.2f} s")
+        print(f"\nprofile (cProfile, main thread only; a coroutine's time includes its awaits): exit {run.code}, "
+              f"wall {run.wall_s:.1f} s, cpu {run.cpu_s:.2f} s")
         stats = pstats.Stats(str(prof))
         for key in ("cumulative", "tottime"):
-            print(f"\ntop {TOP_FUNCTIONS} by {key}")
-            stats.sort_stats(key).print_stats(TOP_FUNCTIONS)
+            print(f"\ntop {top} by {key}")
+            stats.sort_stats(key).print_stats(top)
 
 
-def print_collapsed(raw: Path) -> None:
+def print_collapsed(raw: Path, top: int = TOP_FUNCTIONS) -> None:
     """Top functions of py-spy's collapsed stacks: own = the sample's innermost frame, cumulative = anywhere in it."""
     own: Counter = Counter()
     cumulative: Counter = Counter()
@@ -237,15 +240,17 @@ def print_collapsed(raw: Path) -> None:
         n = int(count)
         total += n
         frames = stack.split(";")
-        own[frames[-1]] += n
+        if frames[0].startswith(PY_SPY_PROCESS_FRAME):      # --subprocesses roots each stack at its process
+            frames = frames[1:]
+        own[frames[-1] if frames else NO_PYTHON_FRAME] += n
         for frame in set(frames):
             cumulative[frame] += n
     if not total:
         print("no samples")
         return
     for title, counter in (("cumulative", cumulative), ("own", own)):
-        print(f"\ntop {TOP_FUNCTIONS} by {title} time ({total} samples = {total / PY_SPY_RATE_HZ:.2f} s)")
-        for frame, n in counter.most_common(TOP_FUNCTIONS):
+        print(f"\ntop {top} by {title} time ({total} samples = {total / PY_SPY_RATE_HZ:.2f} s)")
+        for frame, n in counter.most_common(top):
             print(f"{100 * n / total:6.1f}% {n / PY_SPY_RATE_HZ:7.2f} s  {frame}")
 
 
@@ -264,6 +269,7 @@ def main() -> int:
     ap.add_argument("--profile-k0", action="store_true", help="profile at delay_factor 0 instead of the defaults")
     ap.add_argument("--py-spy-mode", choices=tuple(PY_SPY_MODES), default="active",
                     help="what py-spy samples: active threads, or the GIL holder only")
+    ap.add_argument("--top", type=int, default=TOP_FUNCTIONS, help="functions listed per profile table")
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's files under this directory")
     args = ap.parse_args()
 
@@ -312,7 +318,7 @@ def main() -> int:
                 if profiler == "auto":
                     profiler = "py-spy" if shutil.which("py-spy") else "cprofile"
                 profile(web, tmp / "profile", profiler, NO_DELAY if args.profile_k0 else None, crawler_env,
-                        args.py_spy_mode)
+                        args.py_spy_mode, args.top)
         print(json.dumps({"table": table, "samples": [asdict(s) for s in samples]}, sort_keys=True))
     finally:
         if args.keep is None:

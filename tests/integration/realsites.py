@@ -28,8 +28,8 @@ content type, peer and user agent. The two crawlers run one after the other
 against the same nginx and are told apart by user agent.
 
 Runners start each crawler as a child process and wait for it with `wait4`,
-so its CPU (user + system, threads and children included) and its peak RSS
-are its own, not this process's.
+so its CPU (user + system, threads and children included) is its own, not
+this process's; its peak RSS comes from GNU time (see `GNU_TIME`).
 """
 
 from __future__ import annotations
@@ -108,16 +108,16 @@ CATALOG: tuple[Site, ...] = (
     Site("debian-reference", "DocBook XSL", "debian-reference-en", Path("/usr/share/debian-reference"),
          "/index.en.html", disallow=("/ch12.en.html",), note="the programming chapter"),
     Site("git", "AsciiDoc", "git-doc", DOC / "git-doc", "/index.html",
-         disallow=("/technical/",), note="git's design notes, linked from git.html"),
+         disallow=("/technical/",), note="git's design notes, linked from git-config.html and 11 other pages"),
     Site("debian-handbook", "Publican", "debian-handbook", DOC / "debian-handbook/html/en-US", "/index.html",
          disallow=("/sect.virtualization.html",),
          note="the en-US tree only (the package holds 27 languages, 8,000 files)"),
-    Site("maint-guide", "DocBook (dbk2html)", "maint-guide", DOC / "maint-guide/html", "/index.en.html",
+    Site("maint-guide", "DocBook XSL", "maint-guide", DOC / "maint-guide/html", "/index.en.html",
          disallow=("/upload.en.html",), crawl_delay_s=1.0, note="the one site with a Crawl-delay"),
     Site("postfix", "by hand", "postfix-doc", DOC / "postfix/html", "/index.html",
          disallow=("/postconf.5.html",),
          note="Postfix's documentation: README pages written in HTML 4 by hand; the disallowed page is the "
-              "600 KB parameter reference every README links to"),
+              "840 KB parameter reference 127 of its pages link to"),
 )
 
 
@@ -201,9 +201,6 @@ class RealWeb:
     def url(self, address: str, path: str, scheme: str = "https") -> str:
         port = self.https_port if scheme == "https" else self.http_port
         return f"{scheme}://{address}:{port}{path}"
-
-    def seeds(self) -> list[str]:
-        return self.seeds_file.read_text().split()
 
     def write_seeds(self, path: Path, site_names: Iterable[str]) -> Path:
         """A seed file of the named sites' http:// entry pages alone (no bad hosts): a crawl of those sites."""
@@ -420,10 +417,6 @@ def by_wget(hits: Iterable[Hit]) -> list[Hit]:
     return [h for h in hits if h.ua.startswith(WGET_UA_PREFIX)]
 
 
-def count_by_tool(hits: Iterable[Hit]) -> Counter:
-    return Counter("crawler" if h.ua == CRAWLER_UA else "wget" if h.ua.startswith(WGET_UA_PREFIX) else "other"
-                   for h in hits)
-
 
 # --- judging ---------------------------------------------------------------------------------------------------
 
@@ -569,7 +562,8 @@ mark across exec (Linux carries it in the signal struct), so a child's own ru_ma
 ~70 MiB for a 5 MiB wget; forked from the small `time` process, the figure is the tool's."""
 
 
-def run_child(tool: str, argv: list[str], out_dir: Path, *, timeout_s: float, env: dict[str, str | None] | None = None) -> Run:
+def run_child(tool: str, argv: list[str], out_dir: Path, *, timeout_s: float,
+              env: dict[str, str | None] | None = None) -> Run:
     """Run argv to its end (killed at timeout_s) with stdout/stderr in out_dir; measure it by wait4.
 
     The child leads its own process group, so a timeout kills the tool and whatever it started.

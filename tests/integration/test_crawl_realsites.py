@@ -18,7 +18,7 @@ told apart by user agent, and from the crawler's crawl log:
 - no HTTP request to a bad-certificate host, each refused for its reason;
 - the crawl ends by itself, exit 0, within CRAWL_BOUND_S.
 
-The whole scene runs once per module (about 25 s here); each requirement is
+The whole scene runs once per module (about 20 s here); each requirement is
 its own test so a failure names what broke.
 """
 
