@@ -159,10 +159,6 @@ class Host:
     site: Site | None = None
     bad: BadHost | None = None
 
-    @property
-    def label(self) -> str:
-        return self.site.name if self.site is not None else f"bad:{self.bad.name}"
-
 
 LOG_FORMAT = ("'{\"msec\":$msec,\"request_time\":$request_time,\"host\":\"$host\",\"scheme\":\"$scheme\","
               "\"port\":$server_port,\"addr\":\"$server_addr\",\"method\":\"$request_method\","
