@@ -129,7 +129,6 @@ def node_config(seeds_file: str, data_dir: Path, max_pages: int, workers: int) -
         "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
         "store": {"warc": {"enabled": False}},
         "metrics": {"progress_interval_s": 0},
-        "robots": {"error_max_retries": 0},      # the test web's robots500 host: drop at once, do not wait
     }
 
 

@@ -53,9 +53,6 @@ def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:
                   "read_timeout_s": 3, "total_timeout_s": 20,
                   "max_body_bytes": 4 << 20, "max_decoded_bytes": 16 << 20},
         "metrics": {"progress_interval_s": 2},
-        # The test web's robots500 host never answers robots.txt: drop its URLs at once rather than
-        # retrying for robots.error_max_retries x robots.error_retry_s (30 min).
-        "robots": {"error_max_retries": 0},
     }
 
 

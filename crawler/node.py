@@ -886,8 +886,8 @@ class Node:
                                            c.peers.termination_round_s)
             await self._listen("peers", "peer_port", self.me.host, self.me.peer_port, self.peers.start)
         self.resolver = Resolver(c.fetch.dns, allow_private_networks=c.fetch.allow_private_networks)
-        self.fetcher = Fetcher(c.fetch, self.resolver, c.crawl.user_agent,
-                               source_address=self.me.source_address, max_url_bytes=c.filter.max_url_bytes)
+        self.fetcher = Fetcher(c.fetch, self.resolver, c.crawl.user_agent, source_address=self.me.source_address,
+                               max_url_bytes=c.filter.max_url_bytes, proxy=self.me.proxy)
         if c.robots.enabled:
             self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent,
                                       max_retry_after_s=c.politeness.max_retry_after_s)
@@ -981,7 +981,7 @@ class Node:
         self._t0 = loop.time()
         try:
             await self.start()
-        except ListenError:
+        except ConfigError:               # a port taken, a TLS file that will not load, a bad proxy
             await self._abandon_start()
             raise
         self._cpu_marks["start"] = time.process_time()

@@ -18,7 +18,7 @@ have tinyproxy    || missing+=(tinyproxy)
 have microsocks   || missing+=(microsocks)
 have wget         || missing+=(wget)
 # Real sites nobody here wrote, each from another generator (tests/integration/realsites.py).
-for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide; do
+for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide postfix-doc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

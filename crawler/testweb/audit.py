@@ -221,6 +221,6 @@ def compare(requests: Iterable[Request], manifest: Manifest) -> Comparison:
     return Comparison(
         missing=expected - set(got),
         unexpected=set(got) - expected,
-        duplicates={u: n for u, n in got.items() if n > 1},
+        duplicates={u: n for u, n in got.items() if n > manifest.requests_of(u)},
         forbidden=set(got) & (manifest.refused | manifest.disallowed),
     )

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--private-links", action="store_true",
                      help="link private addresses (only for crawls with the private-network guard on)")
     web.add_argument("--no-nxdomain-links", action="store_true")
+    web.add_argument("--robots-error-answers", type=int, default=WebParams.robots_error_answers,
+                     help="times robots500's robots.txt answers 500 before it answers (0 = always 500)")
     web.add_argument("--stall-s", type=float, default=_DEFAULTS.stall_s)
     web.add_argument("--endless-max-s", type=float, default=_DEFAULTS.endless_max_s)
     web.add_argument("--big-body-bytes", type=int, default=_DEFAULTS.big_body_bytes)
@@ -117,7 +119,7 @@ def params_from_args(a: argparse.Namespace) -> WebParams:
         seed=a.seed, hosts=a.hosts, pages=a.pages, domain=a.domain, seed_hosts=a.seed_hosts,
         crawl_delay_hosts=a.crawl_delay_hosts, slow_host=not a.no_slow_host, slow_delay_s=a.slow_delay_s,
         bad_host=not a.no_bad_host, trap=not a.no_trap, private_links=a.private_links,
-        nxdomain_links=not a.no_nxdomain_links, stall_s=a.stall_s, endless_max_s=a.endless_max_s,
+        nxdomain_links=not a.no_nxdomain_links, robots_error_answers=a.robots_error_answers, stall_s=a.stall_s, endless_max_s=a.endless_max_s,
         big_body_bytes=a.big_body_bytes, gzip_bomb_bytes=a.gzip_bomb_bytes,
         host_latency_share=a.host_latency_share, host_slow_latency_min_s=a.host_slow_latency_min_s,
         host_slow_latency_max_s=a.host_slow_latency_max_s, host_fast_latency_min_s=a.host_fast_latency_min_s,

@@ -114,6 +114,9 @@ class CrawlRules:
     """filter.max_url_bytes."""
     tls_verify: bool = True
     """fetch.tls.verify: refuse the bad-certificate hosts (off: they are crawled like any other)."""
+    robots_error_retries: int = 5
+    """robots.error_max_retries: robots.txt fetches after the first that answered 500, before its origin's
+    URLs are dropped (robots500 answers 500 `WebParams.robots_error_answers` times, always under nginx)."""
 
     def admits(self, url: str, host: str, path: str) -> bool:
         """True if the URL filter lets `url` (with `host` and `path`) through."""
@@ -174,11 +177,17 @@ class Manifest:
     """Port of the https:// URLs (0: the web has no HTTPS host)."""
     refusals: dict[str, str] = field(default_factory=dict)
     """The crawl-log reason of each URL in `refused` (REFUSAL_REASONS)."""
+    robots_requests: dict[str, int] = field(default_factory=dict)
+    """robots.txt URLs a correct crawler requests more than once (robots500's, retried after its 500s)."""
+
+    def requests_of(self, url: str) -> int:
+        """How many times a correct crawl requests `url` (1 for what it requests at all)."""
+        return self.robots_requests.get(url, 1)
 
     @property
     def requests(self) -> int:
         """Requests the server sees in a correct crawl (pages and robots.txt)."""
-        return len(self.fetched) + len(self.robots)
+        return len(self.fetched) + sum(self.requests_of(u) for u in self.robots)
 
     def summary(self) -> dict:
         by_class = Counter(f"{s // 100}xx" for s in self.statuses.values())
@@ -196,6 +205,7 @@ class Manifest:
             "rules": self.rules.to_dict(), "params": self.params, "static": self.static,
             "host_latency_s": dict(sorted(self.host_latency_s.items())),
             "tls_port": self.tls_port, "refusals": dict(sorted(self.refusals.items())),
+            "robots_requests": dict(sorted(self.robots_requests.items())),
         }
         return json.dumps(data, indent=1)
 
@@ -209,7 +219,7 @@ class Manifest:
             statuses=dict(d["statuses"]), failures=dict(d["failures"]),
             rules=CrawlRules.from_dict(d["rules"]), params=dict(d["params"]), static=bool(d.get("static", False)),
             host_latency_s=dict(d.get("host_latency_s", {})), tls_port=int(d.get("tls_port", 0)),
-            refusals=dict(d.get("refusals", {})),
+            refusals=dict(d.get("refusals", {})), robots_requests=dict(d.get("robots_requests", {})),
         )
 
     def save(self, path: str | Path) -> None:
@@ -357,6 +367,12 @@ class _Walk:
                     manifest.robots.add(host.origin(port, self.tls_port) + "/robots.txt")
                     if host.tls is Tls.REDIRECT:   # its 301, followed: the https:// file, once for both origins
                         manifest.robots.add(host.content_origin(port, self.tls_port) + "/robots.txt")
+            robots500 = web.special(Role.ROBOTS500)
+            if robots500 is not None and robots500.index in contacted:
+                answers = 0 if self.static else web.params.robots_error_answers
+                tries = 1 + rules.robots_error_retries
+                manifest.robots_requests[robots500.origin(port, self.tls_port) + "/robots.txt"] = \
+                    min(answers + 1, tries) if answers else tries
             for h in sorted(contacted):
                 host = web.hosts[h]
                 delay = host.robots.crawl_delay_s

@@ -85,6 +85,9 @@ class WebParams:
     """Link to private addresses (127.0.0.1:PORT, 169.254.169.254): only for crawls with the private-network guard on."""
     nxdomain_links: bool = True
     """Link to hosts under .invalid that never resolve."""
+    robots_error_answers: int = 1
+    """robots500's robots.txt answers 500 this many times, then 200 with `Disallow: /`, as a server back
+    from an outage (0 = always 500). The server counts; the static (nginx) export always answers 500."""
 
     # Hostile limits (bad host).
     big_body_bytes: int = 20 * MIB

@@ -103,6 +103,29 @@ class Reply:
     delay_s: float = 0.0
 
 
+ROBOTS_PATH = "/robots.txt"
+RECOVERED_ROBOTS = b"User-agent: *\nDisallow: /\n"
+"""What robots500's robots.txt says once it answers again (WebParams.robots_error_answers)."""
+
+
+class RobotsOutage:
+    """robots500's robots.txt is down for its first `WebParams.robots_error_answers` requests, then
+    answers `Disallow: /`: the one stateful answer of the web (the server and the reference's direct
+    fetch keep one each; the static export cannot count and always answers 500)."""
+
+    def __init__(self, web: Web) -> None:
+        self._failures = web.params.robots_error_answers
+        self._seen: dict[str, int] = {}
+
+    def reply(self, host: Host, path: str) -> Reply | None:
+        """The recovered answer, or None when the renderer's (500) stands."""
+        if host.role is not Role.ROBOTS500 or path != ROBOTS_PATH or not self._failures:
+            return None
+        seen = self._seen.get(host.name, 0)
+        self._seen[host.name] = seen + 1
+        return Reply(200, TEXT, RECOVERED_ROBOTS) if seen >= self._failures else None
+
+
 class Renderer:
     """Renders the web's resources; holds the text pools and the body cache."""
 

@@ -35,7 +35,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from .manifest import DNS_NXDOMAIN, PRIVATE_ADDRESS, TLS_REASONS, CrawlRules
 from .model import HOSTILE_ROLES, TLS_BAD_ROLES, Web
-from .pages import HTTPS, Renderer
+from .pages import HTTPS, Renderer, RobotsOutage
 from .tls import verify_reason
 
 USER_AGENT = "ExampleCrawler/1.0 (+https://example.org/crawler)"
@@ -165,13 +165,17 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
         chain = [origin]
         target = origin + "/robots.txt"
         verdict: Callable[[str], bool] | None = None
-        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
+        retries = rules.robots_error_retries
+        for _ in range(MAX_ROBOTS_REDIRECTS + 1 + retries):
             got = await polite(target)
             if got.error is not None:
                 for o in chain:
                     dead[o] = got.error
                 return
             res.robots.append(target)
+            if got.status >= 500 and retries:        # a server error: asked again (the waits do not matter here)
+                retries -= 1
+                continue
             location = got.headers.get("location") if 300 <= got.status < 400 else None
             if location is None:
                 if got.status == 200 and got.body is not None:
@@ -248,12 +252,16 @@ def renderer_fetch(web: Web, *, static: bool = False, port: int = 0, tls_port: i
     an https:// request to a bad-certificate host fails as its handshake would.
     """
     renderer = Renderer(web)
+    outage = None if static else RobotsOutage(web)
 
     async def fetch(url: str) -> Fetched:
         parts = urlsplit(url)
         host = web.host_named(parts.hostname or "")
         if host is None or (static and host.role in HOSTILE_ROLES):
             return Fetched(404, {"content-type": "text/html"}, b"")
+        recovered = outage.reply(host, parts.path or "/") if outage is not None else None
+        if recovered is not None:
+            return Fetched(recovered.status, {"content-type": recovered.content_type}, recovered.body)
         secure = parts.scheme == HTTPS
         if secure and tls_verify and host.role in _ROLE_REASONS:
             return Fetched(0, {}, None, _ROLE_REASONS[host.role])

@@ -45,13 +45,14 @@ from aiohttp import web
 from .certs import CertAuthority
 from .hostile import Hostile, Progress
 from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams, build_web
-from .pages import DEFAULT_CACHE_ENTRIES, HTTP, HTTPS, Renderer
+from .pages import DEFAULT_CACHE_ENTRIES, HTTP, HTTPS, Renderer, RobotsOutage
 from .tls import CA_FILE, WebCerts, server_context, write_certs
 
 SHUTDOWN_TIMEOUT_S = 2.0
 """How long stop() lets in-flight handlers finish before they are cancelled."""
 TLS_DIR = "tls"
 """Directory (beside the access log) of the server's certificates and keys."""
+
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -87,6 +88,7 @@ class TestWebServer:
         self._runner: web.ServerRunner | None = None
         self._log = None
         self._hostile = Hostile(self.web.params, lambda: self._stopping)
+        self._robots_outage = RobotsOutage(self.web)
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -170,7 +172,8 @@ class TestWebServer:
             elif host is None or host.role in REMOTE_ROLES:
                 reply = self.renderer.not_found(path)
             else:
-                reply = self.renderer.respond(host, path, port, tls_port, scheme, query)
+                reply = (self._robots_outage.reply(host, path)
+                         or self.renderer.respond(host, path, port, tls_port, scheme, query))
             if reply is not None:
                 if reply.delay_s:  # the slow host, or an ordinary host with a latency (model.WebParams)
                     await asyncio.sleep(min(reply.delay_s, MAX_HOST_LATENCY_S))

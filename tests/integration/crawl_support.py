@@ -26,16 +26,8 @@ LINGER_WORKERS = 8
 LINGER_SEED_HOSTS = 3
 
 
-# The test web's robots500 host answers 500 to robots.txt for ever. A crawl parks such an origin's URLs and
-# retries robots.txt every robots.error_retry_s (600 s) before it drops them; the crawls of these tests drop
-# them at once instead, as they expect (parking is tested in test_node_state_restart.py).
-TESTWEB_ROBOTS = {"error_max_retries": 0}
-
-
 def write_config(path: Path, config: dict) -> Path:
-    """Write a config file; a crawler config (one with a `crawl` section) gets TESTWEB_ROBOTS unless it sets them."""
-    if "crawl" in config:
-        config = {**config, "robots": {**TESTWEB_ROBOTS, **config.get("robots", {})}}
+    """Write a config file (the crawls of these tests run at the crawler's defaults but for what they set)."""
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 

@@ -79,10 +79,6 @@ NGINX_TIME_RESOLUTION_S = 0.002
 END_LAG_TOLERANCE_S = 0.025
 """How late a loaded server may stamp a response's end (crawler/testweb/audit.py)."""
 
-# TODO(fetch.tls.ca_file): the crawler's own CA key is being built; until it is, the CA reaches the
-# crawler through SSL_CERT_FILE (which OpenSSL's default verify paths, and so aiohttp's default
-# context, read). Flip this to True once fetch.tls.ca_file is honoured, and SSL_CERT_FILE goes.
-CA_IN_CONFIG = False
 
 
 # --- the catalog -------------------------------------------------------------------------------------------------
@@ -633,7 +629,7 @@ def run_wget(web: RealWeb, out_dir: Path, *, warc: bool = False, timeout_s: floa
 def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None,
                    seeds_file: Path | None = None) -> dict:
     """One node at the defaults, but for what this local web needs; `overrides` merge per top-level section."""
-    config = {
+    config: dict = {
         "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},   # any free ports
         "crawl": {"seeds_file": str(seeds_file or web.seeds_file), "data_dir": str(data_dir)},
         # The hosts are loopback addresses, which the private-network guard refuses by default.
@@ -641,8 +637,7 @@ def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None,
         # Like wget without -H: never leave the seeds' hosts (pages link to the real web, unreachable here).
         "filter": {"allow_domains": [h.address for h in web.hosts]},
     }
-    if CA_IN_CONFIG:
-        config["fetch"]["tls"] = {"ca_file": str(web.ca_file)}
+    config["fetch"]["tls"] = {"ca_file": str(web.ca_file)}        # the private CA, as an operator gives it
     for key, value in (overrides or {}).items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             config[key] = {**config[key], **value}
@@ -663,8 +658,6 @@ def run_crawler(web: RealWeb, out_dir: Path, *, overrides: dict | None = None, t
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
            **(env or {})}
-    if not CA_IN_CONFIG:
-        env["SSL_CERT_FILE"] = str(web.ca_file)
     command = ["-m", "crawler", "run", "-c", str(config_path)]
     if wrapper and wrapper[0] == sys.executable:
         argv = [*wrapper, *command]

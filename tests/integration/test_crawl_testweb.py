@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.config.schema import RobotsConfig
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
 from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
@@ -81,9 +82,13 @@ def test_bad_input_is_counted_and_logged_never_fatal(crawl):
     logged_origins = {r["url"].rsplit("/", 1)[0] for r in log if r["reason"] in ("dns_nxdomain", "private_address")}
     for url in manifest.refused:
         assert any(url.startswith(o) for o in logged_origins), url
-    # robots.txt answering 500 means: nothing else fetched on that host
-    assert not [r for r in crawl["requests"] if r.host.startswith("robots500.") and r.path != "/robots.txt"]
-    assert any(r["reason"] == "robots_error_disallowed" for r in log)
+    # robots.txt answering 500 means: nothing else fetched on that host; its URLs wait (parked) until robots.txt
+    # answers again (here after one 500, with Disallow: /), at the default back-off.
+    robots500 = [r for r in crawl["requests"] if r.host.startswith("robots500.")]
+    assert [(r.path, r.status) for r in robots500] == [("/robots.txt", 500), ("/robots.txt", 200)]
+    assert robots500[1].start - robots500[0].end >= RobotsConfig().error_retry_s
+    assert summary["robots_parked"] >= 1
+    assert any(r["reason"] == "robots_fetched_disallowed" and "robots500." in r["url"] for r in log)
     # every fetch has one crawl-log line
     assert sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_")) == summary["fetches"]
 
