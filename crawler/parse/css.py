@@ -50,8 +50,6 @@ _URL = b"url("
 _IMAGE_SET = b"image-set("
 _IMPORT = b"@import"
 _NAMESPACE = b"@namespace"
-_MARKERS = (_URL, _IMAGE_SET, _IMPORT, _NAMESPACE)
-_PREFILTER = (_URL, _IMAGE_SET, _IMPORT)  # @namespace alone yields nothing
 _WEBKIT = b"-webkit-"
 _IMAGE_SET_NAMES = frozenset(("image-set", "-webkit-image-set"))
 _WHITESPACE = b" \n\t"
@@ -76,7 +74,6 @@ _URL_REST = re.compile(rb"(?:[^)\\]+|\\[\s\S]?)*\)?")
 _INNER = re.compile(rb"""[()\[\]{}"'\\]|/\*|url\(""")
 _CLOSER = {0x28: 0x29, 0x5B: 0x5D, 0x7B: 0x7D}
 _CLOSERS = frozenset(b")]}")
-_CONTEXT_OPENERS = (b'"', b"'", b"/*", b"\\")
 # In an unquoted url token these make a bad url: quotes, '(', whitespace, non-printables.
 _BAD_IN_URL = re.compile(rb"[\"'(\s\x00-\x08\x0e-\x1f\x7f]")
 _C0_SPACE = "".join(map(chr, range(0x21)))  # what the URL parser strips from both ends
@@ -89,13 +86,35 @@ def css_urls(text: str | bytes) -> list[str]:
     """
     css = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     low = css.lower()  # bytes: ASCII-only lower-casing, offsets unchanged
-    if _URL not in low and _IMAGE_SET not in low and _IMPORT not in low:
+    hits = _candidates(low)
+    if not hits:
         return []
     if b"\r" in css or b"\f" in css or b"\0" in css:  # tinycss2's preprocessing, so slices keep their offsets
         css = (css.replace(b"\0", "\ufffd".encode()).replace(b"\r\n", b"\n")
                .replace(b"\r", b"\n").replace(b"\f", b"\n"))
         low = css.lower()
-    return _scan(css, low)
+        hits = _candidates(low)
+    return _scan(css, low, hits)
+
+
+def _candidates(low: bytes) -> list[int]:
+    """Sorted offsets of `url(`, `image-set(`, `@import`, `@namespace`: three passes at C speed
+    ('@' by memchr), none of them when the text has no URL at all."""
+    hits: list[int] = []
+    for marker in (_URL, _IMAGE_SET):
+        i = low.find(marker)
+        while i >= 0:
+            hits.append(i)
+            i = low.find(marker, i + 1)
+    i = low.find(b"@")
+    while i >= 0:
+        if low.startswith(_IMPORT, i) or low.startswith(_NAMESPACE, i):
+            hits.append(i)
+        i = low.find(b"@", i + 1)
+    if not hits or (len(hits) == 1 and low.startswith(_NAMESPACE, hits[0])):
+        return []
+    hits.sort()
+    return hits
 
 
 def css_urls_reference(text: str | bytes) -> list[str]:
@@ -157,39 +176,45 @@ def _walk(tokens, out: list[str]) -> None:
             after = tok.lower_value
 
 
-def _scan(css: bytes, low: bytes) -> list[str]:
-    """The fast path: candidates by bytes.find, their context by a jump-scan, slices read or tokenized."""
-    hits: list[int] = []
-    for marker in _MARKERS:
-        i = low.find(marker)
-        while i >= 0:
-            hits.append(i)
-            i = low.find(marker, i + 1)
-    hits.sort()
+def _scan(css: bytes, low: bytes, hits: list[int]) -> list[str]:
+    """The fast path: the context of each candidate by a jump-scan, then its slice read or tokenized."""
     limit = hits[-1]  # openers at or after the last candidate never matter
     out: list[str] = []
     n = len(css)
     pos = 0
-    nxt = dict.fromkeys(_CONTEXT_OPENERS, -2)  # next offset of each opener at/after pos; -1: none before limit
+    find = css.find
+    # Next offset of each context opener at or after pos: -2 = to look up, -1 = none before limit.
+    dq = sq = cm = bs = -2
     for hit in hits:
         if hit < pos:
             continue  # inside a slice already taken, or inside a comment, string or escape
         while True:  # skip every comment, string and escape that starts before the hit
-            first, kind = n, b""
-            for opener, at in nxt.items():
-                if at != -1 and at < pos:
-                    at = nxt[opener] = css.find(opener, pos, limit)
-                if 0 <= at < first:
-                    first, kind = at, opener
+            if -1 != dq < pos:
+                dq = find(b'"', pos, limit)
+            if -1 != sq < pos:
+                sq = find(b"'", pos, limit)
+            if -1 != cm < pos:
+                cm = find(b"/*", pos, limit)
+            if -1 != bs < pos:
+                bs = find(b"\\", pos, limit)
+            first = n
+            if 0 <= dq < first:
+                first = dq
+            if 0 <= sq < first:
+                first = sq
+            if 0 <= cm < first:
+                first = cm
+            if 0 <= bs < first:
+                first = bs
             if first >= hit:
                 break
-            if kind == b"/*":
-                end = css.find(b"*/", first + 2)
+            if first == cm:
+                end = find(b"*/", first + 2)
                 pos = n if end < 0 else end + 2
-            elif kind == b"\\":
+            elif first == bs:
                 pos = first + 2
             else:
-                pos = _STRING_REST[kind[0]].match(css, first + 1).end()
+                pos = _STRING_REST[css[first]].match(css, first + 1).end()
             if pos > hit:
                 break
         if pos <= hit:

@@ -66,7 +66,7 @@ from crawler.parse.css import css_urls
 from crawler.parse.mime import CSS, HTML, charset_param, looks_binary, media_type, parse_kind
 from crawler.parse.refresh import refresh_url
 from crawler.parse.sources import (
-    CONDITIONAL_ELEMENTS, CSS_TEXT, NOFOLLOW_ELEMENTS, SRCSET, STYLE_ATTR, URL_ATTRIBUTE, Sources, compile_sources, condition_holds,
+    CONDITIONAL_ELEMENTS, CSS_TEXT, NOFOLLOW_ELEMENTS, SRCSET, STYLE_ATTR, URL, URL_ATTRIBUTE, Sources, compile_sources, condition_holds,
 )
 from crawler.parse.srcset import srcset_urls
 from crawler.urls import resolve_canonical
@@ -112,16 +112,14 @@ class LinkExtractor:
     def __init__(self, config: ParseConfig) -> None:
         sources: Sources = compile_sources(config.link_sources)
         self._specs = sources.by_tag
+        # Elements read on the fast path: exactly one plain URL attribute, no condition.
+        self._single = {tag: specs[0][0] for tag, specs in sources.by_tag.items()
+                        if len(specs) == 1 and specs[0][1] == URL and tag not in CONDITIONAL_ELEMENTS}
         self._style_attributes = sources.style_attributes
         self._css_text = any(kind == CSS_TEXT for specs in sources.by_tag.values() for _, kind in specs)
         self._refresh = sources.refresh
-        self._selector = sources.selector()
-        # One CSS query (one tree walk) finds link elements, <base>, robots/refresh <meta> and, last,
-        # the style attributes that can hold a URL.
-        parts = [self._selector, sources.special_selector()]
-        if sources.style_attributes:
-            parts.append(sources.style_selector())
-        self._query = ",".join(filter(None, parts))
+        # One CSS query (one tree walk) finds every element that can hold a link, once, in document order.
+        self._query = sources.query()
         self._nofollow_tags = NOFOLLOW_ELEMENTS & self._specs.keys()
         self._follow_nofollow = config.follow_nofollow
         self._max_links = config.max_links_per_page
@@ -157,42 +155,60 @@ class LinkExtractor:
         return page
 
     def _scan(self, nodes: list, url: str, base_b: bytes, page: ParsedPage) -> None:
-        """One pass over link, `<base>`, `<meta>` and style-attribute elements in document order.
+        """One pass over the query's elements in document order.
 
-        Hot path (per link): local names, no per-link objects beyond the URL
-        string. A node also matched by the style-attribute selector comes
-        twice in a row (same `mem_id`): the second time stands for its style
-        attribute. `<base>` sits in `<head>` before any link in practice; if
-        the first one comes after links, the pass starts over with it as the base.
+        Hot path (per link): local names, one dict of the element's attributes,
+        no per-link objects beyond the URL string. `<base>` sits in `<head>`
+        before any link in practice; if the first one comes after links, the
+        pass starts over with it as the base.
         """
         specs_of = self._specs
+        single = self._single
         nofollow_tags = () if self._follow_nofollow else self._nofollow_tags
+        style_attributes = self._style_attributes
         max_links = self._max_links
         links = page.links
         append = links.append
+        missing = _MISSING
         memo: dict[str, str | None] = {}  # value -> canonical URL, for this page's repeats
         nofollow = dropped = truncated = 0
-        last_id = -1
         for node in nodes:
-            node_id = node.mem_id
-            if node_id == last_id:  # the same element again: its style attribute
-                dropped, truncated = self._add_css(node.attributes.get(STYLE_ATTR), base_b, links, memo,
-                                                   dropped, truncated)
-                continue
-            last_id = node_id
             tag = node.tag
-            specs = specs_of.get(tag)
+            # One dict of all attributes: cheaper than several lookups through
+            # `node.attrs`, whose miss on an absent attribute raises KeyError inside.
             attrs = node.attributes
-            if specs is None:
-                if tag == "base" and "href" in attrs:
-                    if page.base is None:
+            attr = single.get(tag)
+            if attr is not None:  # the common case, inline: one URL attribute, no condition (a, script, ...)
+                value = attrs.get(attr, missing)
+                if value is not missing:
+                    if tag in nofollow_tags and (rel := attrs.get("rel")) and "nofollow" in rel.lower() \
+                            and "nofollow" in rel.lower().split():
+                        nofollow += 1
+                    elif len(links) >= max_links:
+                        truncated += 1
+                    else:
+                        if value is None:  # valueless attribute: empty, i.e. the base itself
+                            value = ""
+                        canon = memo.get(value, missing)
+                        if canon is missing:
+                            canon = memo[value] = resolve_canonical(value, base_b)
+                        if canon is None:
+                            dropped += 1
+                        else:
+                            append(canon)
+            else:
+                specs = specs_of.get(tag)
+                if specs is not None:
+                    nofollow, dropped, truncated = self._element(node, tag, attrs, specs, base_b, links, memo,
+                                                                 nofollow, dropped, truncated)
+                elif tag == "base":
+                    if page.base is None and "href" in attrs:
                         base_b = self._read_base(attrs["href"], url, page).encode()
                         if links or nofollow or dropped or truncated:
                             links.clear()
                             page.refresh = None
                             return self._scan(nodes, url, base_b, page)
-                elif tag == "meta" and ((attrs.get("name") or "").lower() == "robots"
-                                        or (attrs.get("http-equiv") or "").lower() == "refresh"):
+                elif tag == "meta":
                     if (attrs.get("name") or "").lower() == "robots":
                         self._read_robots(attrs.get("content"), page)
                     if self._refresh and (attrs.get("http-equiv") or "").lower() == "refresh":
@@ -202,50 +218,10 @@ class LinkExtractor:
                             dropped, truncated = self._add(target, base_b, links, memo, dropped, truncated)
                             if page.refresh is None and len(links) > before:
                                 page.refresh = links[-1]
-                else:  # matched by the style-attribute selector only
-                    dropped, truncated = self._add_css(attrs.get(STYLE_ATTR), base_b, links, memo,
-                                                       dropped, truncated)
-                continue
-            if tag in nofollow_tags:
-                rel = attrs.get("rel")
-                if rel and "nofollow" in rel.lower() and "nofollow" in rel.lower().split():
-                    found = sum(1 for attr, _ in specs if attr in attrs)
-                    if found:
-                        nofollow += found
-                        continue
-            found = False
-            if tag in CONDITIONAL_ELEMENTS and not condition_holds(tag, attrs):
-                specs = ()  # input not of type image, a POST form: here for their style attribute only
-            for attr, how in specs:
-                value = attrs.get(attr, _MISSING)
-                if value is _MISSING:
-                    if how is CSS_TEXT:  # <style>: its text
-                        found = True
-                        dropped, truncated = self._add_css(node.text(deep=True), base_b, links, memo,
-                                                           dropped, truncated)
-                    continue
-                found = True
-                if how is SRCSET:
-                    candidates, invalid = srcset_urls(value or "")
-                    dropped += invalid
-                    for candidate in candidates:
-                        dropped, truncated = self._add(candidate, base_b, links, memo, dropped, truncated)
-                    continue
-                # The common case, inline: one URL.
-                if len(links) >= max_links:
-                    truncated += 1
-                    continue
-                if value is None:  # valueless attribute: empty, i.e. the base itself
-                    value = ""
-                canon = memo.get(value, _MISSING)
-                if canon is _MISSING:
-                    canon = memo[value] = resolve_canonical(value, base_b)
-                if canon is None:
-                    dropped += 1
-                else:
-                    append(canon)
-            if not found and self._style_attributes:  # came from the style-attribute selector only
-                dropped, truncated = self._add_css(attrs.get(STYLE_ATTR), base_b, links, memo, dropped, truncated)
+            if style_attributes:
+                style = attrs.get(STYLE_ATTR)
+                if style:
+                    dropped, truncated = self._add_css(style, base_b, links, memo, dropped, truncated)
         if page.meta_nofollow:  # <meta name=robots content=nofollow>: no links at all
             nofollow += len(links) + dropped + truncated
             links.clear()
@@ -254,6 +230,29 @@ class LinkExtractor:
         page.nofollow_links = nofollow
         page.dropped_links = dropped
         page.truncated_links = truncated
+
+    def _element(self, node, tag: str, attrs: dict, specs: tuple, base_b: bytes, links: list[str], memo: dict,
+                 nofollow: int, dropped: int, truncated: int) -> tuple[int, int, int]:
+        """An element with several sources (img src + srcset), a condition (input, form) or CSS text."""
+        if tag in CONDITIONAL_ELEMENTS and not condition_holds(tag, attrs):
+            return nofollow, dropped, truncated  # input not of type image, a POST form
+        if tag in self._nofollow_tags and not self._follow_nofollow:
+            rel = attrs.get("rel")
+            if rel and "nofollow" in rel.lower().split():
+                return nofollow + sum(1 for attr, _ in specs if attr in attrs), dropped, truncated
+        for attr, how in specs:
+            value = attrs.get(attr, _MISSING)
+            if value is _MISSING:
+                if how is CSS_TEXT:  # <style>: its text
+                    dropped, truncated = self._add_css(node.text(deep=True), base_b, links, memo, dropped, truncated)
+            elif how is SRCSET:
+                candidates, invalid = srcset_urls(value or "")
+                dropped += invalid
+                for candidate in candidates:
+                    dropped, truncated = self._add(candidate, base_b, links, memo, dropped, truncated)
+            else:
+                dropped, truncated = self._add(value or "", base_b, links, memo, dropped, truncated)
+        return nofollow, dropped, truncated
 
     def _add(self, value: str, base_b: bytes, links: list[str], memo: dict,
              dropped: int, truncated: int) -> tuple[int, int]:

@@ -43,12 +43,8 @@ SRCSET_ATTRIBUTES = frozenset(("srcset", "imagesrcset"))
 NOFOLLOW_ELEMENTS = frozenset(("a", "area", "link"))  # rel=nofollow applies to these
 SPECIAL_ELEMENTS = frozenset(("base",))  # read for its own meaning, never as a link source
 ANY_ELEMENT = ("*", "")
-# Elements whose selector has a condition besides the attribute; `condition_holds` checks the same in Python.
-_CONDITION_SELECTOR = MappingProxyType({
-    "input": '[type="image" i]',
-    "form": ':not([method="post" i]):not([method="dialog" i])',
-})
-CONDITIONAL_ELEMENTS = frozenset(_CONDITION_SELECTOR)
+# Elements read only under a condition besides the attribute (`condition_holds`).
+CONDITIONAL_ELEMENTS = frozenset(("input", "form"))
 NOT_GET_METHODS = frozenset(("post", "dialog"))
 _ENTRY_RE = re.compile(r"^(\*|[a-z][a-z0-9-]*)?(?:\[([a-z][a-z0-9_-]*)\])?$")
 
@@ -62,37 +58,31 @@ class Sources:
     refresh: bool
     """`meta[refresh]` is listed."""
 
-    def selector(self) -> str:
-        """One CSS selector list that finds every source element once (a node can come twice only
-        when it is also matched by the style-attribute selector, which is last)."""
-        parts = []
-        for tag, specs in self.by_tag.items():
-            if tag == "meta":
-                continue  # in the special selector below, with robots
-            attrs = [attr for attr, kind in specs if kind != CSS_TEXT]
-            condition = _CONDITION_SELECTOR.get(tag, "")
-            if len(attrs) < len(specs):  # the element's text: every such element
-                parts.append(tag)
-            elif len(attrs) == 1:
-                parts.append(f"{tag}[{attrs[0]}]{condition}")
-            else:
-                parts.append(f"{tag}{condition}:is({','.join(f'[{a}]' for a in attrs)})")
-        return ",".join(parts)
+    def query(self) -> str:
+        """One selector that finds, each once and in document order, every element that can hold a
+        link: any element with one of the source attributes (the tag and conditions are checked in
+        Python), `<style>`, `<base href>`, robots/refresh `<meta>`, and elements whose style
+        attribute mentions `url(` or `image-set(`.
 
-    def special_selector(self) -> str:
-        """`<base href>`, robots `<meta>` and (when listed) refresh `<meta>`."""
-        if self.refresh:
-            return 'base[href],meta:is([name="robots" i],[http-equiv="refresh" i])'
-        return 'base[href],meta[name="robots" i]'
-
-    @staticmethod
-    def style_selector() -> str:
-        """Elements whose style attribute can hold a URL (the same test as css.css_urls' first step)."""
-        return ':is([style*="url(" i],[style*="image-set(" i])'
+        One `:is()` rather than a list of `tag[attr]` selectors: Lexbor tests every selector of a
+        list on every element and returns an element once per selector it matches; the single
+        `:is()` costs about a third less on real pages and never repeats an element.
+        """
+        attrs = sorted({attr for specs in self.by_tag.values() for attr, kind in specs if kind != CSS_TEXT})
+        parts = [f"[{attr}]" for attr in attrs]
+        if any(kind == CSS_TEXT for specs in self.by_tag.values() for _, kind in specs):
+            parts.append("style")
+        if "href" not in attrs:
+            parts.append("base[href]")
+        parts.append('meta:is([name="robots" i],[http-equiv="refresh" i])' if self.refresh
+                     else 'meta[name="robots" i]')
+        if self.style_attributes:
+            parts += ['[style*="url(" i]', '[style*="image-set(" i]']  # the test of css.css_urls' first step
+        return f":is({','.join(parts)})"
 
 
 def condition_holds(tag: str, attrs: dict) -> bool:
-    """The Python twin of `_CONDITION_SELECTOR` (needed when the node came from the style selector)."""
+    """`<input>` is a source only as type=image, `<form>` only as a GET form."""
     if tag == "input":
         return (attrs.get("type") or "").lower() == "image"
     if tag == "form":

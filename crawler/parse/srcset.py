@@ -19,33 +19,45 @@ from __future__ import annotations
 import re
 
 _WS = "\t\n\x0c\r "  # ASCII whitespace
-_WS_OR_COMMA = _WS + ","
+_SEPARATORS = re.compile(r"[\t\n\x0c\r ,]*")
+_URL = re.compile(r"[^\t\n\x0c\r ]*")
+_WORDS = re.compile(r"[^\t\n\x0c\r ]+")
 _NON_NEGATIVE_INTEGER = re.compile(r"[0-9]+\Z")
 _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z")  # "valid floating-point number"
 
 
 def srcset_urls(value: str) -> tuple[list[str], int]:
-    """(URLs of the valid candidates in order, number of candidates dropped for bad descriptors)."""
+    """(URLs of the valid candidates in order, number of candidates dropped for bad descriptors).
+
+    Per image element with a srcset (hot path): regexes find the URL and, in the
+    usual case of descriptors without parentheses, the descriptors.
+    """
     urls: list[str] = []
     invalid = 0
     n = len(value)
     pos = 0
     while True:
-        # Splitting loop: skip whitespace and commas.
-        while pos < n and value[pos] in _WS_OR_COMMA:
-            pos += 1
+        pos = _SEPARATORS.match(value, pos).end()  # splitting loop: whitespace and commas
         if pos >= n:
             return urls, invalid
-        start = pos
-        while pos < n and value[pos] not in _WS:
-            pos += 1
-        url = value[start:pos]
-        descriptors: list[str] = []
+        end = _URL.match(value, pos).end()
+        url = value[pos:end]
+        pos = end
         if url.endswith(","):
             url = url.rstrip(",")
+            descriptors: list[str] = []
         else:
-            pos = _tokenize_descriptors(value, pos, descriptors)
-        if _descriptors_valid(descriptors):
+            # Fast path, same result as the tokenizer: up to the next comma with no '(' the
+            # descriptors are the whitespace-separated words.
+            comma = value.find(",", pos)
+            segment = value[pos:] if comma < 0 else value[pos:comma]
+            if "(" in segment:
+                descriptors = []
+                pos = _tokenize_descriptors(value, pos, descriptors)
+            else:
+                descriptors = _WORDS.findall(segment)
+                pos = n if comma < 0 else comma + 1
+        if not descriptors or _descriptors_valid(descriptors):
             urls.append(url)
         else:
             invalid += 1
