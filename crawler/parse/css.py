@@ -250,7 +250,7 @@ def _take(css: bytes, low: bytes, hit: int, out: list[str]) -> int:
     is_url = low.startswith(_URL, hit)
     if not is_url and low.startswith(_WEBKIT, hit - len(_WEBKIT)):
         start = hit - len(_WEBKIT)
-    if start > 0 and (css[start - 1] in _NOT_A_FUNCTION_AFTER or (start > 1 and css[start - 2] == _BACKSLASH)):
+    if _inside_name(css, start):
         return hit + 1  # part of a longer name: not this function
     open_end = hit + len(_URL if is_url else _IMAGE_SET)  # just after the '('
     if not is_url:
@@ -265,6 +265,20 @@ def _take(css: bytes, low: bytes, hit: int, out: list[str]) -> int:
             return end
     _walk(tinycss2.parse_component_value_list(_text(css, start, end), skip_comments=True), out)
     return end
+
+
+def _inside_name(css: bytes, start: int) -> bool:
+    """Does a keyword at `start` continue a name before it (xurl(, --url(, \\)url(, #url(, @url()?"""
+    if start == 0:
+        return False
+    if css[start - 1] in _NOT_A_FUNCTION_AFTER:
+        return not css.endswith(b"<!--", 0, start)  # after the CDO token <!-- a name starts afresh
+    if start < 2 or css[start - 1] == 0x0A:  # (a backslash before a newline escapes nothing)
+        return False
+    slashes = start - 2
+    while slashes >= 0 and css[slashes] == _BACKSLASH:
+        slashes -= 1
+    return (start - 2 - slashes) % 2 == 1  # an odd run of backslashes escapes the char before `start`
 
 
 def _text(css: bytes, start: int, end: int) -> str:
@@ -356,7 +370,7 @@ def _function_end(css: bytes, low: bytes, p: int) -> int:
         elif c == 0x2F:  # '/*'
             end = css.find(b"*/", q + 2)
             p = n if end < 0 else end + 2
-        elif q > 0 and (css[q - 1] in _NOT_A_FUNCTION_AFTER or (q > 1 and css[q - 2] == _BACKSLASH)):
+        elif _inside_name(css, q):
             p = q + 3  # 'url' ends a longer name; its '(' opens a block, read next
         elif _quoted_after(css, q + len(_URL)):
             stack.append(_CLOSE_PAREN)  # url("..."): a nested function
