@@ -58,7 +58,8 @@ _BACKSLASH = 0x5C
 _CLOSE_PAREN = 0x29
 # CSS "ident code points" (and the backslash that starts an escape in a name):
 # a candidate right after one is part of a longer name (xurl(, --url(, \)url().
-_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-\\" + bytes(range(0x80, 0x100)))
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-\\"
+                       + bytes(range(0x80, 0x100)))
 _NOT_A_FUNCTION_AFTER = _NAME_BYTES | frozenset(b"@#")  # @url( is an at-keyword, #url( a hash
 # A string token's body after its opening quote (CSS Syntax 4.3.5): ends at
 # the quote, before an unescaped newline (a bad string), or at the end.
