@@ -117,7 +117,6 @@ class LinkExtractor:
         self._single = {tag: specs[0][0] for tag, specs in sources.by_tag.items()
                         if len(specs) == 1 and specs[0][1] == URL and tag not in CONDITIONAL_ELEMENTS}
         self._style_attributes = sources.style_attributes
-        self._css_text = any(kind == CSS_TEXT for specs in sources.by_tag.values() for _, kind in specs)
         self._refresh = sources.refresh
         # One CSS query (one tree walk) finds every element that can hold a link, once, in document order.
         self._query = sources.query()
