@@ -208,6 +208,11 @@ def check(config: Config, source: str) -> None:
             ipaddress.ip_address(addr)
         except ValueError:
             raise ConfigError(f"{source}: fetch.dns.overrides.{name}: expected an IP address, got {addr!r}") from None
+    from crawler.parse.sources import compile_sources
+    try:
+        compile_sources(config.parse.link_sources)
+    except ValueError as exc:  # the message names parse.link_sources and the entry
+        raise ConfigError(f"{source}: {exc}") from None
     if "{node}" not in config.crawl.data_dir and len(nodes) > 1:
         raise ConfigError(f"{source}: crawl.data_dir: expected a path containing {{node}} for a cluster of "
                           f"{len(nodes)} nodes (each needs its own), got {config.crawl.data_dir!r}")

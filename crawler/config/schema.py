@@ -208,10 +208,17 @@ class FrontierConfig:
 @dataclass
 class ParseConfig:
     link_sources: list[str] = _f(
-        ["a", "area", "link", "img", "frame", "iframe", "embed", "source", "form"],
-        "Elements whose URL attributes are links (form means form[action]).")
+        ["a", "area", "link", "link[imagesrcset]", "img", "img[srcset]", "frame", "iframe", "embed",
+         "source", "source[srcset]", "form", "script", "object", "video", "video[poster]", "audio", "track",
+         "input", "body[background]", "table[background]", "td[background]", "th[background]",
+         "meta[refresh]", "style", "*[style]"],
+        "Where a page's links are: 'name' (its usual URL attribute: a = a[href], img = img[src], form = the "
+        "action of GET forms, input = src of type=image, style = the CSS of <style>), 'name[attr]' (several per "
+        "element allowed; srcset/imagesrcset read as srcset), 'meta[refresh]' (<meta http-equiv=refresh>), "
+        "'*[style]' (CSS of style attributes). See docs/parsing.md.")
     follow_nofollow: bool = _f(False, "Also follow links marked rel=nofollow.")
-    max_links_per_page: int = _f(10000, "Links beyond this many on one page are dropped and counted.", "links", min=1)
+    max_links_per_page: int = _f(10000, "URL candidates beyond this many on one page are not taken; they are counted "
+                                        "as truncated_links (apart from non-crawlable ones).", "links", min=1)
     inline_max_bytes: int = _f(262144, "HTML bodies larger than this are parsed in a worker thread, so one huge or hostile "
                                        "page (deep nesting is quadratic in the parser) cannot stall the node's event loop.",
                                "bytes", min=0)

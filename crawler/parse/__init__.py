@@ -5,21 +5,28 @@ its URL and its Content-Type to `LinkExtractor.parse`. Out comes a
 `ParsedPage`: the page's links as canonical absolute URLs (`crawler.urls`),
 in document order with repeats kept (the splitter's and DUE's caches see the
 true stream, as in Mercator), plus what governs them: `<base href>`,
-`rel=nofollow`, `<meta name=robots>`, the charset used and the title.
+`rel=nofollow`, `<meta name=robots>`, the charset used and the title, and
+the counts of what was not taken (`dropped_links`, `truncated_links`).
+HTML pages and `text/css` stylesheets go through the same call
+(`parse_kind` says which a Content-Type is; `ParsedPage.kind` which was read).
 `content_fingerprint` is the content-seen test: exact duplicate bodies are
-recorded but their links are not processed again.
+recorded but their links are not processed again. docs/parsing.md explains
+the link sources and every decision.
 
 Steps, one module each:
-- `mime.py`: is the response HTML (`is_html`; a missing Content-Type counts
-  as HTML unless the body looks binary), and the header's charset parameter;
+- `mime.py`: HTML, CSS or neither (`parse_kind`; a missing Content-Type
+  counts as HTML unless the body looks binary), and the header's charset;
 - `charset.py`: BOM, then HTTP charset, then the HTML standard's `<meta>`
-  prescan of the first 1024 bytes, then UTF-8; WHATWG label mapping;
+  prescan (HTML) or `@charset` (CSS), then UTF-8; WHATWG label mapping;
   decoding never raises;
-- `links.py`: the Lexbor tree (selectolax), link sources from
-  `config.link_sources` (default a, area, link [href]; img, frame, iframe,
-  embed, source [src]; form [action]), base, nofollow, meta robots,
-  `max_links_per_page`; `extract_links` is the stable one-call form
-  (DESIGN 2.14);
+- `sources.py`: `parse.link_sources` compiled: which attributes of which
+  elements hold links, and how each is read;
+- `links.py`: the Lexbor tree (selectolax), the link sources, base,
+  nofollow, meta robots, `max_links_per_page`; `extract_links` is the
+  stable one-call form (DESIGN 2.14);
+- `srcset.py`, `refresh.py`: the HTML standard's parsers of `srcset` and of
+  refresh values (`refresh_url` also reads an HTTP `Refresh` header);
+- `css.py`: url(), image-set() and @import URLs of CSS (tinycss2 tokens);
 - `content.py`: `content_fingerprint` (mmh3, 64 bits, raw bytes).
 
 Speed: a page's whole path here (tree, query, canonicalization) is the
@@ -33,6 +40,8 @@ off the event loop with a deadline where that matters.
 
 from crawler.parse.content import content_fingerprint
 from crawler.parse.links import LinkExtractor, ParsedPage, extract_links
-from crawler.parse.mime import is_html
+from crawler.parse.mime import is_css, is_html, parse_kind
+from crawler.parse.refresh import refresh_url
 
-__all__ = ["LinkExtractor", "ParsedPage", "content_fingerprint", "extract_links", "is_html"]
+__all__ = ["LinkExtractor", "ParsedPage", "content_fingerprint", "extract_links", "is_css", "is_html",
+           "parse_kind", "refresh_url"]

@@ -82,6 +82,7 @@ _WHITESPACE = b"\t\n\x0c\r "
 _SPACE_OR_SLASH = frozenset(b"\t\n\x0c\r /")
 _SPACE_OR_GT = frozenset(b"\t\n\x0c\r >")
 _QUOTES = frozenset(b"\"'")
+_CSS_CHARSET = b'@charset "'  # exactly these bytes, at the very start (CSS Syntax 3.2)
 _END = object()  # ran out of bytes inside a tag: the prescan gives up
 
 
@@ -118,6 +119,29 @@ def choose_encoding(body: bytes, transport_label: str | None) -> tuple[str, int]
     if codec is not None:
         return codec, 0
     return prescan(body) or DEFAULT_ENCODING, 0
+
+
+def choose_css_encoding(body: bytes, transport_label: str | None) -> tuple[str, int]:
+    """(codec, bytes to skip) for a stylesheet (CSS Syntax 3.2): BOM, HTTP charset, `@charset`, UTF-8.
+
+    The standard falls back to the referring document's encoding before
+    UTF-8; a crawler fetches stylesheets on their own, so UTF-8 it is.
+    """
+    bom = sniff_bom(body)
+    if bom is not None:
+        return bom
+    codec = resolve_label(transport_label)
+    if codec is not None:
+        return codec, 0
+    if body.startswith(_CSS_CHARSET):
+        end = body.find(b'";', len(_CSS_CHARSET), PRESCAN_BYTES)
+        if end >= 0:
+            codec = resolve_label(body[len(_CSS_CHARSET):end])
+            if codec in _UTF16:
+                return DEFAULT_ENCODING, 0  # a stylesheet that could say so is not UTF-16
+            if codec is not None:
+                return codec, 0
+    return DEFAULT_ENCODING, 0
 
 
 def decode(body: bytes, codec: str, skip: int = 0) -> str:

@@ -1,4 +1,4 @@
-"""Is a response HTML we should extract links from? And its charset parameter.
+"""Is a response HTML (or CSS) we should extract links from? And its charset parameter.
 
 Decision for a missing (or empty) `Content-Type` (`is_html(None)`): treat it as HTML.
 Servers that omit the header mostly serve HTML, and browsers sniff such
@@ -11,6 +11,8 @@ bytes, and no byte-order mark) yields no links.
 from __future__ import annotations
 
 HTML_MEDIA_TYPES = frozenset(("text/html", "application/xhtml+xml"))
+CSS_MEDIA_TYPE = "text/css"
+HTML, CSS = "html", "css"  # what `parse_kind` returns
 SNIFF_BYTES = 512  # how much of a body the binary check looks at
 # WHATWG MIME sniffing: bytes that never occur in text.
 _BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
@@ -30,6 +32,21 @@ def is_html(content_type: str | None) -> bool:
     """True for text/html and application/xhtml+xml, and for a missing or empty type (see module doc)."""
     kind = media_type(content_type)
     return kind is None or kind in HTML_MEDIA_TYPES
+
+
+def is_css(content_type: str | None) -> bool:
+    """True for text/css: a stylesheet whose url()/@import links we read."""
+    return media_type(content_type) == CSS_MEDIA_TYPE
+
+
+def parse_kind(content_type: str | None) -> str | None:
+    """HTML, CSS, or None: which parser reads a body of this Content-Type (None: no links)."""
+    kind = media_type(content_type)
+    if kind is None or kind in HTML_MEDIA_TYPES:
+        return HTML
+    if kind == CSS_MEDIA_TYPE:
+        return CSS
+    return None
 
 
 def charset_param(content_type: str | None) -> str | None:
