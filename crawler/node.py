@@ -77,7 +77,7 @@ from crawler.fetch.robots import UNREACHABLE as ROBOTS_UNREACHABLE
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
-from crawler.parse import LinkExtractor, content_fingerprint, is_html
+from crawler.parse import LinkExtractor, content_fingerprint, parse_kind
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
@@ -123,6 +123,7 @@ class Counters:
     bytes: Counter = field(default_factory=Counter)     # status_class -> wire bytes
     errors: Counter = field(default_factory=Counter)    # reason -> n
     links_extracted: int = 0
+    links_truncated: int = 0         # links past parse.max_links_per_page, dropped (pages with links_dropped)
     robots_denied: int = 0
     robots_parked: int = 0           # URLs put back because their robots.txt was unreachable
     robots_unreachable: int = 0      # URLs dropped: robots.txt unreachable past robots.error_max_retries
@@ -446,8 +447,8 @@ class Node:
             if self._retry(url):
                 self.frontier.requeue(host, url)
         content_fp = content_fingerprint(result.body) if result.body and result.status else None
-        links, failure = await self.links_of(result, content_fp)
-        self.record(result, "page", len(links), failure, content_fp)
+        links, failure, truncated = await self.links_of(result, content_fp)
+        self.record(result, "page", len(links), failure, content_fp, truncated)
         if links:
             buffered = self.due.buffered
             await self.add_urls(links)
@@ -544,11 +545,12 @@ class Node:
         self.counters.retries += 1
         return True
 
-    async def links_of(self, result: FetchResult, content_fp: int | None = None) -> tuple[list[str], str | None]:
-        """Links of a 2xx HTML page, or the Location of a 3xx (redirects are links, DESIGN 1).
+    async def links_of(self, result: FetchResult, content_fp: int | None = None
+                       ) -> tuple[list[str], str | None, int]:
+        """Links of a 2xx HTML page or stylesheet, or the Location of a 3xx (redirects are links, DESIGN 1).
 
-        Returns (links, failure): failure names why a page's links were not
-        taken (parse_timeout), else None.
+        Returns (links, failure, truncated): failure names why a page's links were not taken
+        (parse_timeout), else None; truncated counts links past parse.max_links_per_page, dropped.
         """
         status = result.status
         if 300 <= status < 400:
@@ -556,14 +558,14 @@ class Node:
                 target = canonicalize(result.location, result.url)
                 if target:
                     self.counters.links_extracted += 1
-                    return [target], None
-            return [], None
-        if not (200 <= status < 300) or not result.body or not is_html(result.content_type):
-            return [], None
+                    return [target], None, 0
+            return [], None, 0
+        if not (200 <= status < 300) or not result.body or parse_kind(result.content_type) is None:
+            return [], None, 0
         fp = content_fingerprint(result.body) if content_fp is None else content_fp
         if fp in self._content_seen:
             self.counters.duplicate_content += 1
-            return [], None
+            return [], None, 0
         self._content_seen.add(fp)
         if len(result.body) <= self.config.parse.inline_max_bytes:
             page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
@@ -571,9 +573,13 @@ class Node:
             page = await self._parse_in_thread(result)
             if page is None:
                 self.counters.errors["parse_timeout"] += 1
-                return [], "parse_timeout"
+                return [], "parse_timeout", 0
         self.counters.links_extracted += len(page.links)
-        return page.links, None
+        if page.truncated_links:
+            self.counters.links_truncated += page.truncated_links
+            log.warning("node %d: %s has more than parse.max_links_per_page=%d links; %d dropped", self.node_id,
+                        result.url, self.config.parse.max_links_per_page, page.truncated_links)
+        return page.links, None, page.truncated_links
 
     async def _parse_in_thread(self, result: FetchResult):
         """Parse off the event loop with a deadline; None when the deadline passed.
@@ -602,7 +608,7 @@ class Node:
             return None
 
     def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None,
-               content_fp: int | None = None) -> None:
+               content_fp: int | None = None, links_dropped: int = 0) -> None:
         """Count one fetch, write its crawl-log line and WARC records."""
         c = self.counters
         self._observe[kind](result.duration_s)
@@ -625,6 +631,8 @@ class Node:
                 line["content_fp"] = f"{fp:016x}"
             if links:
                 line["links"] = links
+            if links_dropped:
+                line["links_dropped"] = links_dropped
             if result.location:
                 line["location"] = result.location
             if failure:
@@ -1060,6 +1068,7 @@ class Node:
             "dropped": dict(c.dropped),
             "filter_rejected": sum(self.filter_rejected_total().values()),
             "links": c.links_extracted,
+            "links_truncated": c.links_truncated,
             "new_urls": self.due.stats()["new"],
             "due": {k: self.due.stats()[k] for k in ("merges", "merge_seconds", "merge_cpu_seconds", "disk_fingerprints",
                                                      "disk_bytes", "duplicates_emitted")},
@@ -1136,7 +1145,8 @@ class Node:
             "splitter_urls": splitter_urls, "splitter_batches": self.splitter.batches_sent,
             "peers": peers, "peer_rejected": counts["rejected"], "due": due,
             "pages": c.pages, "bytes": c.bytes, "errors": c.errors,
-            "links_extracted": c.links_extracted, "filter_rejected": self.filter.rejected,
+            "links_extracted": c.links_extracted, "links_truncated": c.links_truncated,
+            "filter_rejected": self.filter.rejected,
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
             "robots_parked": c.robots_parked, "robots_unreachable": c.robots_unreachable,
             "urls_dropped": c.dropped, "worker_errors": c.worker_errors, "cache_lookups": lookups,

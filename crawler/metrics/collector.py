@@ -43,6 +43,9 @@ class NodeCollector(Collector):
                        ["reason"], s["errors"])
         yield _counter("crawler_links_extracted", "Links extracted from pages (before the filter).",
                        [], {(): s["links_extracted"]})
+        yield _counter("crawler_links_truncated", "Links dropped because their page had more than "
+                       "parse.max_links_per_page (each such page is logged with links_dropped).",
+                       [], {(): s["links_truncated"]})
         yield _counter("crawler_filter_rejected", "URLs dropped by the URL filter, by reason.",
                        ["reason"], s["filter_rejected"])
         yield _counter("crawler_robots_denied", "URLs not fetched because robots.txt disallows them.",

@@ -66,8 +66,9 @@ import numpy as np
 
 from . import trap
 from .model import (
-    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Kind, Role, Tls, Web, WebParams, _row_indices,
+    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Host, Kind, Role, Tls, Web, WebParams, _row_indices,
 )
+from .pages import APP_JS_PATH, CSS_IMAGE_PATH, TEMPLATE_PATHS
 
 MAX_TRAP_PAGES = 1_000_000
 """Refuse rules so loose that the bounded trap would exceed this many pages."""
@@ -350,11 +351,12 @@ class _Walk:
             case = web.cases.get(vid)
             if case in FAILING_CASES and not self.url_dead[vid]:
                 manifest.failures[u] = _FAILURE_REASONS[case]
+        template_origins = self._template_resources(manifest, fetched[fetched < n])
         # Origins contacted, as (host index, https): an id >= n is the http:// URL of a redirecting host.
         both = np.concatenate([fetched, disallowed])
         hosts_of = web.url_host[self._uids(both)]
         https = np.array([web.hosts[h].content_https for h in range(len(web.hosts))], dtype=bool)[hosts_of] & (both < n)
-        origins = set(zip(hosts_of.tolist(), https.tolist()))
+        origins = set(zip(hosts_of.tolist(), https.tolist())) | template_origins
         for root in trap_roots:
             origins |= {(h, False) for h in self._trap(web.hosts[int(web.url_host[root])].index, manifest)}
         contacted = {h for h, _ in origins}
@@ -387,6 +389,59 @@ class _Walk:
             prefix = trap_host.origin(port) + "/"
             manifest.trap_bound = sum(1 for u in manifest.fetched if u.startswith(prefix))
         return manifest
+
+    def _template_resources(self, manifest: Manifest, content: np.ndarray) -> set[tuple[int, bool]]:
+        """What page templates and stylesheets reference outside the link table: every page's script and
+        inline-style image (pages.TEMPLATE_PATHS, path-absolute, so against its base's origin), every
+        stylesheet's image (pages.CSS_IMAGE_PATH). Leaves of the crawl: added as URL strings after the
+        walk. Returns the (host, https) origins they make the crawl contact."""
+        web, rules, port, tls_port = self.web, self.rules, self.port, self.tls_port
+        kinds = web.url_kind
+        pages = content[(kinds[content] == int(Kind.PAGE)) & ~self.url_dead[content]]
+        if not rules.follow_nofollow:
+            pages = pages[~web.meta_nofollow[pages]]
+        wanted: set[tuple[int, bool, str]] = set()        # (host, written as http:// of a redirecting host, path)
+        for uid in pages.tolist():
+            if uid in web.frameset:
+                continue
+            base = web.bases.get(uid)
+            if base is None or base.form == 1:
+                h, twin = int(web.url_host[uid]), False     # the page's own (content) origin
+            else:
+                h = base.host
+                twin = web.hosts[h].tls is Tls.REDIRECT     # written as the host's link origin: http://
+            wanted.update((h, twin, path) for path in TEMPLATE_PATHS)
+        for uid in content[(kinds[content] == int(Kind.CSS)) & ~self.url_dead[content]].tolist():
+            wanted.add((int(web.url_host[uid]), False, CSS_IMAGE_PATH))
+        contacted: set[tuple[int, bool]] = set()
+        for h, twin, path in sorted(wanted):
+            host = web.hosts[h]
+            if self.refusal[h] is not None:
+                continue
+            urls = [host.origin(port, tls_port) + path] if twin else []
+            urls.append(host.content_origin(port, tls_port) + path)
+            for i, url in enumerate(urls):
+                if url in manifest.fetched or url in manifest.disallowed or url in manifest.filtered:
+                    continue
+                if not rules.admits(url, host.name, path):
+                    manifest.filtered.add(url)
+                    break
+                if rules.obey_robots and not self.dead[h] and not host.robots.allowed(path):
+                    manifest.disallowed.add(url)
+                    break
+                manifest.fetched.add(url)
+                manifest.statuses[url] = 301 if i + 1 < len(urls) else self._path_status(host, path)
+            contacted.add((h, host.content_https and not twin))
+        return contacted
+
+    def _path_status(self, host: Host, path: str) -> int:
+        """What the server answers for a path outside the link table (or in it: its URL's status)."""
+        uid = self.web.lookup(host.index, path)
+        if uid is not None:
+            return self._status(uid)
+        if path == APP_JS_PATH and host.role is Role.ORDINARY:     # the static export writes it too
+            return 200
+        return 404
 
     def _location_twin(self, uid: int, target: int, form: int) -> bool:
         """True if redirect `uid`'s Location names the http:// URL of a redirecting host's page:

@@ -52,7 +52,14 @@ HTTP = "http"
 HTTPS = "https"
 
 APP_JS_PATH = "/static/app.js"
-"""Served on every ordinary host but never a link target (script is not a link source)."""
+"""Every page's `<script src>` (path-absolute: resolved against the page's base); served on ordinary hosts."""
+HERO_PATH = "/static/hero-bg.jpg"
+"""Every page's inline `<style>` `url()` (path-absolute); no host serves it (404)."""
+TEMPLATE_PATHS = (APP_JS_PATH, HERO_PATH)
+"""What every page's template (not its link table) references: resources a crawler fetches (parse.link_sources
+takes script[src] and style url()), leaves of the crawl (the manifest adds them per page)."""
+CSS_IMAGE_PATH = "/img/0.png"
+"""The `url()` of every stylesheet (path-absolute: resolved against the stylesheet's URL)."""
 DEFAULT_CACHE_ENTRIES = 4096
 """Rendered bodies kept per renderer (LRU); a crawl fetches each page once, tests and benchmarks more."""
 PARAGRAPHS_IN_POOL = 64
@@ -444,7 +451,7 @@ class Renderer:
         out.append(f'<meta property="og:site_name" content="{site}">\n')
         out.extend(h + "\n" for h in head)
         out.append("<style>/* critical */ body{margin:0;font:16px/1.5 Georgia,serif}"
-                   ".hero{background:url(/static/hero-bg.jpg) no-repeat center}"
+                   f".hero{{background:url({HERO_PATH}) no-repeat center}}"
                    " a.more:after{content:\" \\2192\"}</style>\n")
         out.append(f'<script src="{APP_JS_PATH}" defer></script>\n')
         if seed % 3 == 0:
@@ -703,9 +710,9 @@ def png_body(uid: int, path: str) -> bytes:
 
 
 def css_body(host_name: str, path: str) -> bytes:
-    """A small stylesheet (its url() references are not links for the crawler)."""
+    """A small stylesheet; its one url() is CSS_IMAGE_PATH."""
     return (f"/* {host_name}{path} */\n:root{{--accent:#0a58ca}}\nbody{{margin:0;color:#222}}\n"
-            f".site-header{{background:url(\"/img/0.png\") repeat-x}}\n"
+            f".site-header{{background:url(\"{CSS_IMAGE_PATH}\") repeat-x}}\n"
             f"nav a{{color:var(--accent);text-decoration:none}}\n@media print{{nav,aside{{display:none}}}}\n").encode()
 
 

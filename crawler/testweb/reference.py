@@ -40,7 +40,10 @@ from .tls import verify_reason
 
 USER_AGENT = "ExampleCrawler/1.0 (+https://example.org/crawler)"
 LINK_SOURCES = MappingProxyType({"a": "href", "area": "href", "link": "href", "img": "src", "frame": "src",
-                                 "iframe": "src", "embed": "src", "source": "src", "form": "action"})
+                                 "iframe": "src", "embed": "src", "source": "src", "form": "action",
+                                 "script": "src"})
+# The test web's CSS (inline <style> and stylesheets) writes url() plainly: a pattern is reference enough here.
+_CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)""", re.I)
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 MAX_ROBOTS_REDIRECTS = 5
@@ -118,7 +121,15 @@ def extract_links(body: bytes, url: str, follow_nofollow: bool = False) -> list[
         link = canonicalize(node.attributes.get(attr) or "", base)
         if link:
             out.append(link)
+    for style in tree.css("style"):
+        out += css_links(style.text(deep=True).encode(), base)
     return out
+
+
+def css_links(body: bytes, base: str) -> list[str]:
+    """Canonical url() targets of the test web's CSS, resolved against `base`."""
+    return [link for link in (canonicalize(m.group(1), base) for m in _CSS_URL.finditer(body.decode("utf-8", "replace")))
+            if link]
 
 
 def _private(host: str) -> bool:
@@ -241,6 +252,8 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
                 queue.append(link)
         elif 200 <= got.status < 300 and got.body is not None and got.headers.get("content-type", "").startswith("text/html"):
             queue.extend(extract_links(got.body, url, rules.follow_nofollow))
+        elif 200 <= got.status < 300 and got.body is not None and got.headers.get("content-type", "").startswith("text/css"):
+            queue.extend(css_links(got.body, url))
     return res
 
 

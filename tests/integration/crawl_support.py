@@ -84,7 +84,6 @@ async def lingering_node(tmp: Path, params: WebParams, *, config_extra: dict | N
             "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
             "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp / "node-{node}")},
             "workers": LINGER_WORKERS, "fetch": {"dns": {"overrides": {f"*.{params.domain}": "127.0.0.1"}}},
-            "robots": TESTWEB_ROBOTS,
             "metrics": {"progress_interval_s": 0, "linger_s": crawl_timeout_s},
             **(config_extra or {}),
         })

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections import Counter
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
 from crawler.testweb.model import (
     CASE_PATHS, LOOP_PATHS, NOFOLLOW, Case, Kind, Role, WebParams, build_web,
 )
-from crawler.testweb.pages import Renderer
+from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.reference import extract_links, reference_crawl, renderer_fetch
 from crawler.testweb.robots import OTHER_AGENT, RobotsPolicy
 from crawler.testweb.server import decode_unreserved, split_host
@@ -120,16 +121,20 @@ def test_paths_are_ascii_and_within_the_trap_rules(web5k):
 
 
 def test_rendered_links_are_exactly_the_model_links(small):
-    """Parse every page as a crawler would: the canonical links equal the link table's targets."""
+    """Parse every page as a crawler would: the canonical links equal the link table's targets, plus the
+    template's script and inline-style image (pages.TEMPLATE_PATHS), once each on every non-frameset page."""
     r = Renderer(small)
     pages = [u for u in range(small.urls) if small.url_kind[u] == Kind.PAGE]
     for uid in pages:
         url = small.url(uid, PORT)
-        got = Counter(extract_links(r.page(uid, PORT), url, follow_nofollow=True))
+        links = extract_links(r.page(uid, PORT), url, follow_nofollow=True)
+        template = sorted(urlsplit(u).path for u in links if urlsplit(u).path in TEMPLATE_PATHS)
+        assert template == ([] if uid in small.frameset else sorted(TEMPLATE_PATHS)), url
+        got = Counter(u for u in links if urlsplit(u).path not in TEMPLATE_PATHS)
         rows = small.links(uid)
         want = Counter(small.url(int(small.link_tgt[i]), PORT) for i in rows)
         assert got == want, url
-        followed = Counter(extract_links(r.page(uid, PORT), url))
+        followed = Counter(u for u in extract_links(r.page(uid, PORT), url) if urlsplit(u).path not in TEMPLATE_PATHS)
         if small.meta_nofollow[uid]:
             assert not followed
         else:

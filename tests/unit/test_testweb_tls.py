@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from crawler.testweb import audit
 from crawler.testweb.cli import main as cli_main
 from crawler.testweb.manifest import REFUSAL_REASONS, TLS_REASONS, CrawlRules, Manifest, expected_crawl
 from crawler.testweb.model import TLS_BAD_ROLES, Form, Kind, Role, Tls, WebParams, build_web
-from crawler.testweb.pages import Renderer
+from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.quality import page_quality
 from crawler.testweb.reference import extract_links, reference_crawl, renderer_fetch
 from crawler.testweb.static import SIDECAR, export_static, nginx_conf, prepare_nginx
@@ -58,11 +59,9 @@ def test_https_is_off_by_default_and_the_default_web_is_unchanged():
     for uid in range(web.urls):
         reply = r.respond(web.hosts[int(web.url_host[uid])], web.url_path[uid], PORT)
         h.update(reply.body)
-    m = json.loads(expected_crawl(web, PORT).to_json())
-    for key in ("fetched", "robots", "refused", "disallowed", "filtered", "statuses", "failures"):
-        h.update(json.dumps(m[key], sort_keys=True).encode())
-    # Pinned from the web before HTTPS was added; if you change the web on purpose, update it.
-    assert h.hexdigest()[:16] == "2c1f33fe0169d9db", h.hexdigest()
+    # Pinned from the web before HTTPS was added (the same then with its manifest; the manifest has changed
+    # since, on purpose: a crawler now fetches what the page templates reference). Update it only on purpose.
+    assert h.hexdigest()[:16] == "38470ab6b9ff61cf", h.hexdigest()
 
 
 def test_shares_choose_schemes_and_change_no_link():
@@ -153,7 +152,8 @@ def test_rendered_links_resolve_where_the_manifest_says(web):
         twin = web.http_twin_links(np.full(rows.size, uid), rows)
         want = Counter(web.link_url(int(web.link_tgt[i]), PORT, TLS_PORT) if t
                        else web.url(int(web.link_tgt[i]), PORT, TLS_PORT) for i, t in zip(rows.tolist(), twin.tolist()))
-        assert Counter(extract_links(body, url, follow_nofollow=True)) == want, (host.name, uid)
+        got = Counter(u for u in extract_links(body, url, follow_nofollow=True) if urlsplit(u).path not in TEMPLATE_PATHS)
+        assert got == want, (host.name, uid)
         twins += int(twin.sum())
     assert twins > 50
 
