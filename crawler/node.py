@@ -426,7 +426,10 @@ class Node:
                 if results:                    # not answered from the restored state: requests were made
                     for r in results:
                         self.record(r, "robots")
-                    robots_delay = self.delay_for(sum(r.duration_s for r in results), rules.crawl_delay_s)
+                    # Between the requests of a redirect chain to this host it waited already (robots.py):
+                    # its delay now follows its last request.
+                    last = next((r for r in reversed(results) if host_of(r.url) == host), results[0])
+                    robots_delay = self.delay_for(last.duration_s, rules.crawl_delay_s)
                     if rules.source not in ROBOTS_UNREACHABLE:
                         self.frontier.requeue(host, url)
                         return robots_delay
@@ -898,7 +901,8 @@ class Node:
                                max_url_bytes=c.filter.max_url_bytes, proxy=self.me.proxy)
         if c.robots.enabled:
             self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent,
-                                      max_retry_after_s=c.politeness.max_retry_after_s)
+                                      max_retry_after_s=c.politeness.max_retry_after_s,
+                                      hop_delay_s=lambda duration_s: self.delay_for(duration_s, None))
         self.parts = self._state_parts()
         if self.resuming:
             restore_all(self.parts, self.state)

@@ -83,7 +83,7 @@ class DnsConfig:
     max_ttl_s: float = _f(3600.0, "Positive answers are cached at most this long.", "s", min=0)
     negative_ttl_s: float = _f(300.0, "NXDOMAIN and NODATA answers (the name has no address: permanent) are cached "
                                       "this long.", "s", min=0)
-    error_ttl_s: float = _f(5.0, "Transient failures (SERVFAIL, REFUSED, timeouts, an unreachable resolver) are "
+    error_ttl_s: float = _f(1.0, "Transient failures (SERVFAIL, REFUSED, timeouts, an unreachable resolver) are "
                                  "cached this long; shorter than robots.error_retry_s, so a retry asks again.",
                             "s", min=0)
 
@@ -136,7 +136,7 @@ class RobotsConfig:
     enabled: bool = _f(True, "Fetch and obey robots.txt (RFC 9309).")
     max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).", "bytes", min=1)
     cache_s: float = _f(86400.0, "How long a fetched robots.txt is trusted.", "s", min=0)
-    fetch_timeout_s: float = _f(10.0, "Time allowed for one robots.txt fetch, redirects included (bounds how long "
+    fetch_timeout_s: float = _f(10.0, "Time allowed for one robots.txt request (each hop of a redirect; bounds how long "
                                       "an origin that never answers can hold a crawl).", "s", min=0.001)
     error_retry_s: float = _f(2.0, "After a transient failure of robots.txt (5xx, 429, a timeout, a refused "
                                    "connection, a DNS SERVFAIL or REFUSED) the origin is treated as disallowed this "

@@ -34,8 +34,9 @@ How a response becomes rules (RFC 9309 section 2.3.1):
   asks us to slow down is not telling us its robots.txt is missing.
 - `robots.enabled: false`: every origin allows everything (source="disabled").
 
-One fetch (redirects included) may take at most `robots.fetch_timeout_s`; a
-fetch cut there is a transient failure (total_timeout). With the back-off
+Each robots.txt request may take at most `robots.fetch_timeout_s`; one cut
+there is a transient failure (total_timeout). A redirect to the same host
+waits the host's politeness delay before its next request. With the back-off
 keys this bounds how long an origin that never answers holds a crawl: at the
 defaults, 2+4+8+16+32 s of waits and six fetches of at most 10 s, about two
 minutes at worst.
@@ -73,7 +74,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
 
@@ -122,6 +123,11 @@ def origin_of(url: str) -> str:
     if at != -1:
         return (url[:authority_start] + url[at + 1:end]).lower()
     return url[:end].lower()
+
+
+def host_of_url(url: str) -> str:
+    """Lower-case host of an absolute URL (no port, no userinfo); '' if it has none."""
+    return (urlsplit(url).hostname or "") if "//" in url else ""
 
 
 def product_token(user_agent: str) -> str:
@@ -203,11 +209,13 @@ class RobotsCache(CacheState):
 
     def __init__(self, fetcher: Fetcher, config: RobotsConfig, user_agent: str, *,
                  max_retry_after_s: float = PolitenessConfig.max_retry_after_s,
+                 hop_delay_s: Callable[[float], float] | None = None,
                  max_entries: int = DEFAULT_MAX_ENTRIES,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._fetcher = fetcher
         self._config = config
         self._max_retry_after_s = max_retry_after_s
+        self._hop_delay_s = hop_delay_s        # politeness delay after a request that took x s (None: no wait)
         self._agent = product_token(user_agent)
         self._max_entries = max_entries
         self._clock = clock
@@ -276,29 +284,37 @@ class RobotsCache(CacheState):
         return rules, results
 
     async def _fetch_chain(self, origin: str) -> list[FetchResult]:
-        """GET /robots.txt and follow redirects, within robots.fetch_timeout_s for the whole chain."""
+        """GET /robots.txt and follow redirects, each request within robots.fetch_timeout_s.
+
+        A redirect to the same host (http -> https, another path) waits the host's politeness delay
+        after the request before (`hop_delay_s`): the worker holds that host, and the next request
+        to it is as polite as any. A redirect to another host is followed at once (that host is
+        not held; see docs/fetching.md).
+        """
         results: list[FetchResult] = []
         url = origin + "/robots.txt"
-        started, t0 = time.time(), time.monotonic()
-        try:
-            async with asyncio.timeout(self._config.fetch_timeout_s):
-                for hop in range(MAX_REDIRECTS + 1):
-                    started, t0 = time.time(), time.monotonic()
+        for hop in range(MAX_REDIRECTS + 1):
+            started, t0 = time.time(), time.monotonic()
+            try:
+                async with asyncio.timeout(self._config.fetch_timeout_s):
                     res = await self._fetcher.fetch(url, max_body_bytes=self._config.max_bytes)
-                    results.append(res)
-                    self._requests += 1
-                    if self._source_of(res, hop) is not None or hop == MAX_REDIRECTS:
-                        break
-                    try:
-                        url = urljoin(url, res.location)
-                    except ValueError:
-                        break
-                    self._redirects += 1
-        except TimeoutError:
-            results.append(FetchResult(url=url, reason=R.TOTAL_TIMEOUT, started=started,
-                                       duration_s=time.monotonic() - t0,
-                                       detail=f"robots.txt not fetched within robots.fetch_timeout_s="
-                                              f"{self._config.fetch_timeout_s:g} s"))
+            except TimeoutError:
+                res = FetchResult(url=url, reason=R.TOTAL_TIMEOUT, started=started,
+                                  duration_s=time.monotonic() - t0,
+                                  detail=f"robots.txt not fetched within robots.fetch_timeout_s="
+                                         f"{self._config.fetch_timeout_s:g} s")
+            results.append(res)
+            self._requests += 1
+            if self._source_of(res, hop) is not None or hop == MAX_REDIRECTS:
+                break
+            try:
+                target = urljoin(url, res.location)
+            except ValueError:
+                break
+            self._redirects += 1
+            if self._hop_delay_s is not None and host_of_url(target) == host_of_url(url):
+                await asyncio.sleep(self._hop_delay_s(res.duration_s))
+            url = target
         return results
 
     def _final_source(self, results: list[FetchResult]) -> str:

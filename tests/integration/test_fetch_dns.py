@@ -83,6 +83,25 @@ async def test_nxdomain_is_negatively_cached(dnsmasq, make_resolver):
     assert stats["lookups"]["negative_hit"] == 2 and stats["failures"][R.DNS_NXDOMAIN] == 1
 
 
+async def test_refused_is_transient_and_cached_only_error_ttl_s(dnsmasq, make_resolver):
+    """dnsmasq refuses names it neither knows nor may forward (REFUSED): dns_error, a transient failure,
+    cached for dns.error_ttl_s only, so a later retry asks the nameserver again; NXDOMAIN keeps its
+    longer negative_ttl_s."""
+    resolver = make_resolver(error_ttl_s=0.3, negative_ttl_s=60.0)
+    for name, reason in (("x.example", R.DNS_ERROR), ("nope.test", R.DNS_NXDOMAIN)):
+        for _ in range(2):
+            with pytest.raises(DnsError) as err:
+                await resolver.resolve_host(name)
+            assert err.value.reason == reason, name
+    assert await wait_queries(dnsmasq, "x.example", 1) == 1 and dnsmasq.queries("nope.test") == 1
+    await asyncio.sleep(0.35)
+    for name in ("x.example", "nope.test"):
+        with pytest.raises(DnsError):
+            await resolver.resolve_host(name)
+    assert await wait_queries(dnsmasq, "x.example", 2) == 2          # asked again after error_ttl_s
+    assert dnsmasq.queries("nope.test") == 1                         # still answered from the cache
+
+
 async def test_ttl_is_respected(dnsmasq, make_resolver):
     resolver = make_resolver()
     await resolver.resolve_host("a.test")
