@@ -4,7 +4,10 @@ The nodes bind their fetches to 127.0.0.1, 127.0.0.2 and 127.0.0.3, so the
 server's access log tells which node fetched what: every host must be fetched
 only from its owner's address, nothing twice across the cluster, exactly the
 manifest, politely. The splitter's stream logs must round-trip through numpy
-and agree with the nodes' own accounting.
+and agree with the nodes' own accounting. The web is served over HTTPS too
+(HTTPS-only hosts, http -> https redirects, three bad certificates), its CA
+given by `fetch.tls.ca_file`: robots.txt once per origin across the cluster,
+each bad certificate refused by its owner with its own reason.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ NODES = 3
 SECRET = {"TEST_CLUSTER_SECRET": "a-test-secret-of-some-length"}
 
 
-def cluster_config(tmp, seeds: str, **extra) -> dict:
+def cluster_config(tmp, seeds: str, ca_file: str | None = None, **extra) -> dict:
     config = {
         "cluster": {"name": "test", "secret_env": "TEST_CLUSTER_SECRET", "nodes": [
             {"id": i, "host": "127.0.0.1", "peer_port": free_tcp_port(), "metrics_port": free_tcp_port(),
@@ -35,7 +38,8 @@ def cluster_config(tmp, seeds: str, **extra) -> dict:
         "crawl": {"seeds_file": seeds, "data_dir": str(tmp / "data" / "node-{node}")},
         "workers": 32,
         "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "read_timeout_s": 2, "total_timeout_s": 15,
-                  "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20},
+                  "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20,
+                  **({"tls": {"ca_file": ca_file}} if ca_file else {})},
         "splitter": {"batch_size": 50, "batch_ms": 50, "log": {"enabled": True}},
         "metrics": {"progress_interval_s": 0},
     }
@@ -47,8 +51,9 @@ def cluster_config(tmp, seeds: str, **extra) -> dict:
 def cluster_crawl(tmp_path_factory):
     import json
     tmp = tmp_path_factory.mktemp("cluster")
-    with TestWebProcess(tmp / "web", ["--hosts", "100", "--pages", "5000", "--private-links", "--stall-s", "4"]) as web:
-        config = write_config(tmp / "crawl.yaml", cluster_config(tmp, web.info["seeds"]))
+    with TestWebProcess(tmp / "web", ["--hosts", "100", "--pages", "5000", "--private-links", "--stall-s", "4",
+                                      "--https-share", "0.2", "--https-redirect-share", "0.2", "--tls-bad-hosts"]) as web:
+        config = write_config(tmp / "crawl.yaml", cluster_config(tmp, web.info["seeds"], web.info["ca_file"]))
         code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"], timeout_s=500,
                                      env=SECRET)
         assert code == 0, err[-3000:]
@@ -65,6 +70,18 @@ def test_cluster_fetches_exactly_the_manifest_once(cluster_crawl):
     assert summary["nodes"] == NODES and summary["failed_nodes"] == [] and summary["stop"] == ["done"]
     assert summary["fetches"] == len(manifest.fetched)
     assert all(s["fetches"] > 0 for s in cluster_crawl["nodes"])        # the work is really split
+
+
+def test_bad_certificates_are_refused_by_their_owners_with_their_reasons(cluster_crawl):
+    tmp, part = cluster_crawl["tmp"], Partitioner(NODES)
+    assert not [r for r in cluster_crawl["requests"] if r.host.startswith("tls-")]
+    expected = {"tls-self-signed.web.test": "tls_untrusted", "tls-expired.web.test": "tls_expired",
+                "tls-wrong-name.web.test": "tls_hostname_mismatch"}
+    for host, reason in expected.items():
+        owner = part.owner(host)
+        log = crawl_log(tmp / "data" / f"node-{owner}" / "crawl.log.jsonl")
+        assert any(r["reason"] == reason and f"//{host}:" in r["url"] for r in log), (host, owner)
+    assert {r.scheme for r in cluster_crawl["requests"]} == {"http", "https"}
 
 
 def test_every_host_fetched_only_from_its_owner(cluster_crawl):
