@@ -96,6 +96,12 @@ class Tinyproxy:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def __enter__(self) -> "Tinyproxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
 
 class Microsocks:
     """microsocks (SOCKS5) on a loopback port, outgoing connections bound to MICROSOCKS_OUT; stopped by PID."""
