@@ -1,10 +1,12 @@
 """`crawler demo`: the embedded default run, with nothing to set up.
 
-Starts the synthetic test web as a child process on a free loopback port,
-writes a cluster config for it (three nodes on loopback, each binding its
-fetches to its own address 127.0.0.1-3; DNS overrides point `*.web.test` at
-the loopback address, so no DNS server is needed and the private-network
-guard stays on), runs the cluster (`crawler cluster`, one process per node,
+Starts the synthetic test web as a child process on free loopback ports
+(HTTP, and HTTPS with a CA made for the run: HTTPS-only hosts, http -> https
+redirects, three hosts whose certificates a crawler must refuse), writes a
+cluster config for it (three nodes on loopback, each binding its fetches to
+its own address 127.0.0.1-3; DNS overrides point `*.web.test` at the
+loopback address, so no DNS server is needed and the private-network guard
+stays on; `fetch.tls.ca_file` names the web's CA), runs the cluster (`crawler cluster`, one process per node,
 with a fresh random cluster secret), then checks the crawl from the outside:
 the server's access log against the web's manifest and the politeness rules.
 Prints a table per node and, last, one JSON line.
@@ -32,6 +34,7 @@ from crawler.testweb.process import TestWebProcess
 
 SECRET_ENV = "CRAWLER_CLUSTER_SECRET"
 MAX_REPORTED = 10                 # politeness shortfalls printed (all are counted)
+DEMO_HTTPS_SHARE = 0.2            # of the web's hosts HTTPS-only, and as many redirecting http -> https
 
 
 def crawl_records(data_dir: Path) -> Iterator[dict]:
@@ -41,7 +44,7 @@ def crawl_records(data_dir: Path) -> Iterator[dict]:
             yield json.loads(line)
 
 
-def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:
+def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int, ca_file: str) -> dict:
     ports = free_ports(2 * nodes)
     return {
         "cluster": {"name": "demo", "secret_env": SECRET_ENV, "nodes": [
@@ -49,7 +52,7 @@ def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int) -> dict:
              "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
         "crawl": {"seeds_file": seeds, "data_dir": str(data_dir / "node-{node}")},
         "workers": workers,
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}},
+        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "tls": {"ca_file": ca_file},
                   "read_timeout_s": 3, "total_timeout_s": 20,
                   "max_body_bytes": 4 << 20, "max_decoded_bytes": 16 << 20},
         "metrics": {"progress_interval_s": 2},
@@ -62,14 +65,16 @@ def demo(args: argparse.Namespace) -> int:
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="crawler-demo-"))
     root.mkdir(parents=True, exist_ok=True)
-    web_args = ["--hosts", str(args.hosts), "--pages", str(args.pages), "--private-links", "--stall-s", "6"]
+    web_args = ["--hosts", str(args.hosts), "--pages", str(args.pages), "--private-links", "--stall-s", "6",
+                "--https-share", str(DEMO_HTTPS_SHARE), "--https-redirect-share", str(DEMO_HTTPS_SHARE),
+                "--tls-bad-hosts"]
     print(f"demo: a test web of {args.hosts} hosts / {args.pages} pages, crawled by {args.nodes} nodes; "
           f"files in {root}", file=sys.stderr)
     try:
         with TestWebProcess(root / "web", web_args) as web:
             config_path = root / "crawl.yaml"
             config_path.write_text(yaml.safe_dump(demo_config(web.info["seeds"], root / "data", args.workers,
-                                                              args.nodes), sort_keys=False))
+                                                              args.nodes, web.info["ca_file"]), sort_keys=False))
             lines = io.StringIO()
             started = time.monotonic()
             code = run_async(run_cluster(str(config_path), extra_env={SECRET_ENV: secrets.token_hex(16)},

@@ -187,12 +187,17 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durat
         allowance for the server stamping `end` late (on a loaded 2-core machine that
         reaches several milliseconds). (a) is exact.
     `resolution_s` allows for a server's coarse time stamps (nginx logs milliseconds,
-    and start = end - duration carries two roundings).
+    and start = end - duration carries two roundings). A host's Crawl-delay binds only
+    after its robots.txt answered 200: a crawler cannot know it before (the requests of a
+    robots.txt redirect, http -> https, come first).
     """
     problems = []
     for host, reqs in by_host(requests, True).items():
-        floor = max(min_delay_s, manifest.crawl_delay_s.get(host, 0.0))
+        crawl_delay = manifest.crawl_delay_s.get(host, 0.0)
+        known = False           # Crawl-delay binds once the host's robots.txt has answered with its rules
         for prev, nxt in zip(reqs, reqs[1:]):
+            known = known or (prev.path == ROBOTS_PATH and prev.status == 200)
+            floor = max(min_delay_s, crawl_delay if known else 0.0)
             x = durations_s.get(prev.url(manifest.port, manifest.tls_port), 0.0)
             need = max(delay_factor * x, floor)
             if nxt.start - prev.start < need - resolution_s:
