@@ -320,6 +320,9 @@ class DueConfig:
 class WarcConfig:
     enabled: bool = _f(True, "Write fetched pages to WARC files under data_dir/warc.")
     rotate_bytes: int = _f(1024 ** 3, "Start a new WARC file beyond this size.", "bytes", min=4096)
+    gzip_level: int = _f(6, "zlib level of each record's gzip member: 6 is zlib's default, as wget and Heritrix "
+                            "write; 1 costs about half the CPU for files ~15% larger; 9 (warcio's own) about 1.3x "
+                            "the CPU of 6 for ~0.5% smaller files.", min=0, max=9)
 
 
 @dataclass

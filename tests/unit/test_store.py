@@ -42,6 +42,38 @@ def test_warc_records_roundtrip_and_rotate(tmp_path):
     assert seen["http://a.test/gz"] == compressed     # raw payload kept as received
 
 
+def test_each_record_is_one_gzip_member_at_the_configured_level(tmp_path):
+    """Readers seek to a record's offset and inflate one member: the offsets warcio reports are the
+    members' starts, each member inflates alone to one record with valid digests, and the level is ours."""
+    body = b"".join(b"<p>paragraph %d of a page, with some words that repeat</p>\n" % i for i in range(400))
+    sizes = {}
+    for level in (1, 9):
+        store = WarcStore(tmp_path / f"l{level}", WarcConfig(gzip_level=level), node_id=0)
+        for i in range(5):
+            store.write(result(f"http://a.test/{i}", body))
+        store.close()
+        path = store.files[0]
+        sizes[level] = path.stat().st_size
+        with open(path, "rb") as fh:
+            offsets = [it.get_record_offset() for it in _records(fh)]
+        data = path.read_bytes()
+        for start, end in zip(offsets, offsets[1:] + [len(data)]):
+            member = gzip.decompress(data[start:end])
+            assert member.startswith(b"WARC/1.") and member.endswith(b"\r\n\r\n")
+        with open(path, "rb") as fh:
+            for rec in ArchiveIterator(fh, check_digests=True):
+                rec.content_stream().read()
+                assert rec.digest_checker.passed is not False
+        assert len(offsets) == 1 + 2 * 5
+    assert sizes[1] > sizes[9]
+
+
+def _records(fh):
+    it = ArchiveIterator(fh)
+    for _ in it:
+        yield it
+
+
 def test_crawl_log_lines(tmp_path):
     log = CrawlLog(tmp_path / "node" / "crawl.log.jsonl")
     for i in range(300):
