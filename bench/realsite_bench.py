@@ -267,6 +267,8 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="then crawl once more under a profiler")
     ap.add_argument("--profiler", choices=("auto", "py-spy", "cprofile"), default="auto")
     ap.add_argument("--profile-k0", action="store_true", help="profile at delay_factor 0 instead of the defaults")
+    ap.add_argument("--profile-variant", choices=list(CRAWLER_OVERRIDES),
+                    help="profile this crawler variant (default: crawler, or crawler-k0 with --profile-k0)")
     ap.add_argument("--py-spy-mode", choices=tuple(PY_SPY_MODES), default="active",
                     help="what py-spy samples: active threads, or the GIL holder only")
     ap.add_argument("--top", type=int, default=TOP_FUNCTIONS, help="functions listed per profile table")
@@ -277,12 +279,14 @@ def main() -> int:
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
-    sites, skipped = rs.find_sites()
+    sites, skipped = rs.find_sites((*rs.CATALOG, rs.HANDBOOK_ALL))
     for reason in skipped:
         print(reason, file=sys.stderr)
     if args.sites:
         wanted = set(args.sites.split(","))
         sites = [s for s in sites if s.name in wanted]
+    else:
+        sites = [s for s in sites if s is not rs.HANDBOOK_ALL]     # the big corpus only when named
     if not sites:
         print("no site to crawl", file=sys.stderr)
         return 2
@@ -317,8 +321,8 @@ def main() -> int:
                 profiler = args.profiler
                 if profiler == "auto":
                     profiler = "py-spy" if shutil.which("py-spy") else "cprofile"
-                profile(web, tmp / "profile", profiler, NO_DELAY if args.profile_k0 else None, crawler_env,
-                        args.py_spy_mode, args.top)
+                chosen = args.profile_variant or ("crawler-k0" if args.profile_k0 else "crawler")
+                profile(web, tmp / "profile", profiler, CRAWLER_OVERRIDES[chosen], crawler_env, args.py_spy_mode, args.top)
         print(json.dumps({"table": table, "samples": [asdict(s) for s in samples]}, sort_keys=True))
     finally:
         if args.keep is None:

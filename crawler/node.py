@@ -78,6 +78,7 @@ from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.parse import LinkExtractor, content_fingerprint, parse_kind
+from crawler.parse.mime import HTML
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
@@ -563,13 +564,18 @@ class Node:
                     self.counters.links_extracted += 1
                     return [target], None, 0
             return [], None, 0
-        if not (200 <= status < 300) or not result.body or parse_kind(result.content_type) is None:
+        kind = parse_kind(result.content_type) if 200 <= status < 300 and result.body else None
+        if kind is None:
             return [], None, 0
-        fp = content_fingerprint(result.body) if content_fp is None else content_fp
-        if fp in self._content_seen:
-            self.counters.duplicate_content += 1
-            return [], None, 0
-        self._content_seen.add(fp)
+        # The content-seen test (Mercator): a page seen before at another URL is a mirror, and its links
+        # lead into the mirror. A stylesheet seen before is not: its url()s, relative to where it sits,
+        # are the requisites of the pages that use it there, so it is always read.
+        if kind == HTML:
+            fp = content_fingerprint(result.body) if content_fp is None else content_fp
+            if fp in self._content_seen:
+                self.counters.duplicate_content += 1
+                return [], None, 0
+            self._content_seen.add(fp)
         if len(result.body) <= self.config.parse.inline_max_bytes:
             page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
         else:

@@ -622,16 +622,23 @@ class DiskDUE(DUE):
             return []
         if self._delivered:
             self._release_delivered()
-        fps = self._buf[start:n]
-        keys, first = np.unique(fps, return_index=True)
-        fresh = ~self._set.contains(keys)
-        if self._early:
-            fresh &= ~np.isin(keys, np.fromiter(self._early, dtype=np.uint64, count=len(self._early)))
-        if not fresh.any():
+        # A page's worth of fingerprints: plain Python for the repeats and the early set, one kernel
+        # call for the disk (numpy's set operations cost more than they save at this size).
+        early = self._early
+        candidates: dict[int, int] = {}               # fingerprint -> first position in the buffer
+        for i, fp in enumerate(self._buf[start:n].tolist()):
+            if fp not in candidates and fp not in early:
+                candidates[fp] = start + i
+        if not candidates:
             return []
-        self._early.update(keys[fresh].tolist())
+        keys = np.fromiter(candidates, dtype=np.uint64, count=len(candidates))
+        on_disk = self._set.contains(keys).tolist()
         urls = self._urls
-        out = [urls[start + i] for i in np.sort(first[fresh]).tolist()]
+        out = []
+        for (fp, pos), seen in zip(candidates.items(), on_disk):
+            if not seen:
+                early.add(fp)
+                out.append(urls[pos])
         self._peeked += len(out)
         return out
 

@@ -127,6 +127,7 @@ class DiskSet:
         # switch the table, delete the replaced files) exclude each other: a lookup reads whole table,
         # whole files.
         self._adopting = threading.Lock()
+        self._paths_of: tuple[BucketTable, tuple] | None = None    # (table, its _file_paths)
 
     # --- state -------------------------------------------------------------------
 
@@ -249,7 +250,19 @@ class DiskSet:
         return os.path.join(self._dir_name, file_name(b, gen, kind))
 
     def _file_paths(self, table: BucketTable) -> tuple[list, np.ndarray, list, np.ndarray]:
-        """Per bucket: base path (bytes or None), base count, delta path, delta count."""
+        """Per bucket: base path (bytes or None), base count, delta path, delta count.
+
+        Cached for the current table: a lookup (`contains`, a page's links at a time) would otherwise
+        spend most of its time naming every bucket's files."""
+        cached = self._paths_of
+        if cached is not None and cached[0] is table:
+            return cached[1]
+        paths = self._make_file_paths(table)
+        if table is self.table:
+            self._paths_of = (table, paths)
+        return paths
+
+    def _make_file_paths(self, table: BucketTable) -> tuple[list, np.ndarray, list, np.ndarray]:
         def paths(gens: np.ndarray, kind: str) -> list[bytes | None]:
             return [os.fsencode(self._path(b, g, kind)) if g else None for b, g in enumerate(gens.tolist())]
         return (paths(table.base_gen, BASE), table.base_n.astype(np.int64),       # copies: the plan's

@@ -95,6 +95,11 @@ class Site:
     disallow: tuple[str, ...] = ()              # robots.txt Disallow lines: real parts of the site
     crawl_delay_s: float | None = None
     note: str = ""
+    more_entries: tuple[str, ...] = ()          # further seeds (a site whose parts nothing links together)
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        return (self.entry, *self.more_entries)
 
 
 DOC = Path("/usr/share/doc")
@@ -115,6 +120,20 @@ CATALOG: tuple[Site, ...] = (
          note="Postfix's documentation: README pages written in HTML 4 by hand; the disallowed page is the "
               "840 KB parameter reference 127 of its pages link to"),
 )
+
+
+def _handbook_languages() -> tuple[str, ...]:
+    root = DOC / "debian-handbook/html"
+    return tuple(sorted(f"/{d.name}/index.html" for d in root.glob("*-*") if (d / "index.html").is_file())) \
+        if root.is_dir() else ()
+
+
+HANDBOOK_ALL = Site("debian-handbook-all", "Publican", "debian-handbook", DOC / "debian-handbook/html",
+                    "/en-US/index.html", disallow=("/en-US/sect.virtualization.html",),
+                    note="every language of the handbook (about 3,300 pages): a corpus on which the crawler's "
+                         "start-up cost is small per request, as in any real crawl (bench only)",
+                    more_entries=tuple(e for e in _handbook_languages() if e != "/en-US/index.html"))
+"""For bench/realsite_bench.py --sites debian-handbook-all (the tests crawl CATALOG)."""
 
 
 def find_sites(catalog: Iterable[Site] = CATALOG) -> tuple[list[Site], list[str]]:
@@ -197,7 +216,7 @@ class RealWeb:
     def write_seeds(self, path: Path, site_names: Iterable[str]) -> Path:
         """A seed file of the named sites' http:// entry pages alone (no bad hosts): a crawl of those sites."""
         names = set(site_names)
-        path.write_text("".join(self.url(h.address, h.site.entry, "http") + "\n" for h in self.sites
+        path.write_text("".join(self.url(h.address, e, "http") + "\n" for h in self.sites for e in h.site.entries
                                 if h.site.name in names))
         return path
 
@@ -288,7 +307,7 @@ def build_web(tmp: Path, sites: list[Site], *, nginx: str | None = None) -> Real
             pair = ca.issue([WRONG_NAME])
         files = certs.write(cert_dir, host.address, pair)
         servers.append(_server_blocks(web, host, files, robots_dir, bad_root))
-    web.seeds_file.write_text("".join(web.url(h.address, h.site.entry, "http") + "\n" for h in web.sites)
+    web.seeds_file.write_text("".join(web.url(h.address, e, "http") + "\n" for h in web.sites for e in h.site.entries)
                               + "".join(web.url(h.address, "/") + "\n" for h in web.bad_hosts))
     web.conf.write_text(_nginx_conf(web, servers))
     return web
