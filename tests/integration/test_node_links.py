@@ -1,4 +1,6 @@
-"""The content-seen test: a duplicate page's links are not followed, a duplicate stylesheet's are.
+"""A node's handling of a page's links: the content-seen test, and pages cut at max_links_per_page.
+
+The content-seen test: a duplicate page's links are not followed, a duplicate stylesheet's are.
 
 A real aiohttp server has two copies of one page (a mirror) and two copies of
 one stylesheet at different paths, as real sites do (a per-language tree of
@@ -6,13 +8,20 @@ shared files). The mirror's links lead into the mirror, so a crawler does not
 follow them (Mercator). A stylesheet's url() is relative to where it sits: the
 copy's images are the requisites of the pages that use the copy, so they are
 fetched, or those pages cannot be replayed from the WARC.
+
+A page with more links than `parse.max_links_per_page` is cut: a warning in
+the log, `links_dropped` in its crawl-log line, `links_truncated` in the
+summary and `crawler_links_truncated_total` on /metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from crawler.config import from_dict
 from crawler.node import Node
@@ -73,3 +82,47 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
     assert len([p for p in pages if p.startswith("/m") and p.endswith(".css")]) == 1
     assert summary["due"]["merges"] >= 1
     assert summary["stop"] == "done"
+
+
+async def serve(handler) -> tuple[web.AppRunner, int]:
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+async def test_a_page_past_max_links_per_page_is_cut_and_says_so(tmp_path, caplog):
+    links, cap = 30, 10
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/":
+            body = "".join(f"<a href='/p{i}'>{i}</a>" for i in range(links))
+            return web.Response(text=body, content_type="text/html")
+        if request.path.startswith("/p"):
+            return web.Response(text="<p>leaf</p>", content_type="text/html")
+        return web.Response(status=404)
+
+    runner, port = await serve(handle)
+    try:
+        config = from_dict({
+            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
+            "crawl": {"seeds": [f"http://many.web.test:{port}/"], "data_dir": str(tmp_path / "node-{node}")},
+            "workers": 4, "parse": {"max_links_per_page": cap},
+            "politeness": {"delay_factor": 0},
+            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            "metrics": {"enabled": False, "progress_interval_s": 0},
+        })
+        node = Node(config, 0)
+        with caplog.at_level(logging.WARNING, logger="crawler.node"):
+            summary = await asyncio.wait_for(node.run(), CRAWL_TIMEOUT_S)
+    finally:
+        await runner.cleanup()
+    assert summary["links_truncated"] == links - cap and summary["fetches"] == 1 + cap
+    root = [json.loads(line) for line in (tmp_path / "node-0" / "crawl.log.jsonl").read_text().splitlines()
+            if json.loads(line)["url"].endswith(f":{port}/")]
+    assert root[0]["links"] == cap and root[0]["links_dropped"] == links - cap
+    assert "max_links_per_page" in caplog.text and f":{port}/" in caplog.text
+    assert f"crawler_links_truncated_total {float(links - cap)}" in generate_latest(node.registry).decode()
