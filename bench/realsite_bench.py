@@ -60,6 +60,7 @@ CRAWLER_OVERRIDES: dict[str, dict | None] = {
     "crawler": None,
     "crawler-k0": NO_DELAY,
     "crawler-k0-nowarc": {**NO_DELAY, "store": {"warc": {"enabled": False}}},
+    "crawler-nowarc": {"store": {"warc": {"enabled": False}}},
 }
 VARIANTS = ("wget", "wget-warc", *CRAWLER_OVERRIDES)
 DEFAULT_VARIANTS = ("wget", "wget-warc", "crawler", "crawler-k0")
