@@ -62,7 +62,12 @@ CRAWLER_OVERRIDES: dict[str, dict | None] = {
     "crawler-k0-nowarc": {**NO_DELAY, "store": {"warc": {"enabled": False}}},
     "crawler-nowarc": {"store": {"warc": {"enabled": False}}},
 }
-VARIANTS = ("wget", "wget-warc", *CRAWLER_OVERRIDES)
+WGET_POLITE_WAIT_S = 0.02
+"""wget-polite's --wait: about what the crawler's politeness (10 x a loopback fetch of ~2 ms) spaces its
+requests to one host by, so both pay what an idle process pays to wake up per request."""
+WGET_VARIANTS = {"wget": {}, "wget-warc": {"warc": True}, "wget-polite": {"wait_s": WGET_POLITE_WAIT_S},
+                 "wget-warc-polite": {"warc": True, "wait_s": WGET_POLITE_WAIT_S}}
+VARIANTS = (*WGET_VARIANTS, *CRAWLER_OVERRIDES)
 DEFAULT_VARIANTS = ("wget", "wget-warc", "crawler", "crawler-k0")
 RUN_TIMEOUT_S = 600.0
 TOP_FUNCTIONS = 20
@@ -115,7 +120,8 @@ def measure(web: rs.RealWeb, variant: str, scope: str, round_no: int, seeds: Pat
             crawler_env: dict[str, str | None]) -> Sample:
     offset = web.log_offset()
     if variant.startswith("wget"):
-        run = rs.run_wget(web, out_dir, warc=variant == "wget-warc", timeout_s=RUN_TIMEOUT_S, seeds_file=seeds)
+        run = rs.run_wget(web, out_dir, timeout_s=RUN_TIMEOUT_S, seeds_file=seeds, tool=variant,
+                          **WGET_VARIANTS[variant])
         requests = len(rs.by_wget(rs.read_log(web.access_log, offset)))
         inner = None
     else:
@@ -168,7 +174,7 @@ def summarize(samples: list[Sample], variants: list[str]) -> dict:
                 row[variant]["inner_cpu_s"] = round(median(inner), 4)
         ratios = {}
         for crawler in CRAWLER_OVERRIDES:
-            for wget in ("wget", "wget-warc"):
+            for wget in WGET_VARIANTS:
                 if crawler in row and wget in row and row[wget]["cpu_ms_per_request"]:
                     ratios[f"{crawler}/{wget}"] = round(row[crawler]["cpu_ms_per_request"]
                                                         / row[wget]["cpu_ms_per_request"], 2)

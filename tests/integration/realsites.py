@@ -620,29 +620,33 @@ WGET_TIMEOUT_S = 10
 
 
 def wget_argv(web: RealWeb, out_dir: Path, *, warc: bool = False, wget: str = "wget",
-              seeds_file: Path | None = None) -> list[str]:
+              seeds_file: Path | None = None, wait_s: float = 0.0) -> list[str]:
     """GNU wget as the reference: recursive, unlimited depth, page requisites, robots.txt obeyed.
 
     Without -H it never leaves a seed's host, and it trusts the run's CA; no
     ~/.wgetrc or /etc/wgetrc changes what it does. `warc`: also write a WARC file
     (gzip per record, as the crawler's warcio does) for a fair CPU comparison.
-    `seeds_file`: instead of the web's own (every site and the bad hosts).
+    `seeds_file`: instead of the web's own (every site and the bad hosts). `wait_s`: wget's --wait between
+    requests (wget crawls one request after another, so this spaces them as politeness spaces a crawler's).
     """
     argv = [wget, "--no-config", "-r", "-l", "inf", "-p", "-e", "robots=on", f"--ca-certificate={web.ca_file}",
             "--tries=1", f"--timeout={WGET_TIMEOUT_S}", "-nv", "-o", str(out_dir / "wget.log"),
             "-P", str(out_dir / "files"), "-i", str(seeds_file or web.seeds_file)]
     if warc:
         argv.append(f"--warc-file={out_dir / 'wget'}")
+    if wait_s:
+        argv.append(f"--wait={wait_s:g}")
     return argv
 
 
 def run_wget(web: RealWeb, out_dir: Path, *, warc: bool = False, timeout_s: float = 300.0,
-             seeds_file: Path | None = None) -> Run:
+             seeds_file: Path | None = None, wait_s: float = 0.0, tool: str | None = None) -> Run:
     wget = shutil.which("wget")
     if wget is None:
         raise FileNotFoundError("wget not installed (Debian package wget; scripts/test.sh installs it)")
-    return run_child("wget-warc" if warc else "wget",
-                     wget_argv(web, out_dir, warc=warc, wget=wget, seeds_file=seeds_file), out_dir, timeout_s=timeout_s)
+    return run_child(tool or ("wget-warc" if warc else "wget"),
+                     wget_argv(web, out_dir, warc=warc, wget=wget, seeds_file=seeds_file, wait_s=wait_s), out_dir,
+                     timeout_s=timeout_s)
 
 
 def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None,
