@@ -29,7 +29,7 @@ from crawler.urls import origin_of
 from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
-HTTPS_WEB = ["--hosts", "40", "--pages", "1500", "--https-share", "0.25", "--https-redirect-share", "0.25",
+HTTPS_WEB = ["--hosts", "25", "--pages", "800", "--https-share", "0.25", "--https-redirect-share", "0.25",
              "--tls-bad-hosts", "--stall-s", "2"]
 TLS_REASONS = {"tls_untrusted", "tls_expired", "tls_hostname_mismatch"}
 
