@@ -31,6 +31,16 @@ PAGE = "<html><head><link rel=stylesheet href='css/site.css'></head><body>{} <a 
 CSS = "body{background:url(../img/bg.png)}"
 
 
+async def serve(handler) -> tuple[web.AppRunner, int]:
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
 async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tmp_path):
     hits: list[str] = []
 
@@ -53,13 +63,7 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
             return web.Response(text="<p>deep</p>", content_type="text/html")
         return web.Response(status=404)
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    runner, port = await serve(handle)
     try:
         config = from_dict({
             "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
@@ -82,16 +86,6 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
     assert len([p for p in pages if p.startswith("/m") and p.endswith(".css")]) == 1
     assert summary["due"]["merges"] >= 1
     assert summary["stop"] == "done"
-
-
-async def serve(handler) -> tuple[web.AppRunner, int]:
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handler)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
 
 
 async def test_a_page_past_max_links_per_page_is_cut_and_says_so(tmp_path, caplog):
