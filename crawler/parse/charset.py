@@ -22,6 +22,8 @@ from __future__ import annotations
 import codecs
 from types import MappingProxyType
 
+import webencodings
+
 PRESCAN_BYTES = 1024  # the HTML standard stops looking for <meta charset> here
 DEFAULT_ENCODING = "utf-8"
 
@@ -31,51 +33,11 @@ BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16-le"),
 )
 
-# Python's canonical codec name (codecs.lookup(label).name) -> the codec that
-# decodes like the WHATWG encoding of that label. Also the allow-list.
-_DECODER_OF = MappingProxyType({
-    "utf-8": "utf-8",
-    "cp866": "cp866",
-    **{f"iso8859-{n}": f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
-    "koi8-r": "koi8-r",
-    "koi8-u": "koi8-u",
-    "mac-roman": "mac-roman",
-    "mac-cyrillic": "mac-cyrillic",
-    "cp874": "cp874", "tis-620": "cp874", "iso8859-11": "cp874",
-    **{f"cp125{n}": f"cp125{n}" for n in range(9)},
-    "ascii": "cp1252", "iso8859-1": "cp1252",
-    "iso8859-9": "cp1254",
-    "gbk": "gb18030", "gb2312": "gb18030", "gb18030": "gb18030",
-    "big5": "big5hkscs", "big5hkscs": "big5hkscs",
-    "euc_jp": "euc_jp",
-    "iso2022_jp": "iso2022_jp",
-    "shift_jis": "cp932", "cp932": "cp932",
-    "euc_kr": "cp949", "cp949": "cp949",
-    "utf-16-be": "utf-16-be",
-    "utf-16-le": "utf-16-le",
-    "utf-16": "utf-16-le",  # the WHATWG label "utf-16" is UTF-16LE
-})
-
-# WHATWG labels that Python's codec registry does not know.
-_EXTRA_LABELS = MappingProxyType({
-    **dict.fromkeys(("unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "x-unicode20utf8"), "utf-8"),
-    **dict.fromkeys(("iso-8859-8-i", "csiso88598i", "logical"), "iso8859-8"),
-    **dict.fromkeys(("koi", "koi8", "cskoi8r"), "koi8-r"),
-    "koi8-ru": "koi8-u",
-    **dict.fromkeys(("mac", "x-mac-roman", "csmacintosh"), "mac-roman"),
-    **dict.fromkeys(("x-mac-cyrillic", "x-mac-ukrainian"), "mac-cyrillic"),
-    **dict.fromkeys(("windows-874", "dos-874"), "cp874"),
-    **{f"x-cp125{n}": f"cp125{n}" for n in range(9)},
-    **dict.fromkeys(("x-gbk", "csgb2312", "gb_2312", "gb_2312-80", "iso-ir-58", "csiso58gb231280"), "gb18030"),
-    **dict.fromkeys(("cn-big5", "x-x-big5", "csbig5"), "big5hkscs"),
-    **dict.fromkeys(("x-euc-jp", "cseucpkdfmtjapanese"), "euc_jp"),
-    **dict.fromkeys(("windows-31j", "x-sjis", "csshiftjis"), "cp932"),
-    **dict.fromkeys(("windows-949", "ks_c_5601-1989", "ksc5601", "ksc_5601", "csksc56011987",
-                     "iso-ir-149", "cseuckr"), "cp949"),
-    **dict.fromkeys(("unicode", "ucs-2", "csunicode", "iso-10646-ucs-2", "unicodefeff"), "utf-16-le"),
-    "unicodefffe": "utf-16-be",
-    "x-user-defined": "cp1252",  # approximation: its upper half maps to U+F780.., never to links
-})
+# The WHATWG label table is webencodings' (a dependency of tinycss2, kept with html5lib); where its
+# Python codec differs from what the WHATWG decoder does, ours wins: the standard decodes gbk and gb2312
+# with its gb18030 decoder, and webencodings' x-user-defined codec is not in Python's registry (its upper
+# half maps to U+F780.. and never spells a link, so windows-1252 decodes it for our purpose).
+_OVERRIDES = MappingProxyType({"gbk": "gb18030", "gb18030": "gb18030", "x-user-defined": "cp1252"})
 
 _UTF16 = frozenset(("utf-16-le", "utf-16-be"))
 _WHITESPACE = b"\t\n\x0c\r "
@@ -92,14 +54,10 @@ def resolve_label(label: str | bytes | None) -> str | None:
         return None
     if isinstance(label, bytes):
         label = label.decode("ascii", "replace")
-    name = label.strip("\t\n\x0c\r \"'").lower()
-    extra = _EXTRA_LABELS.get(name)
-    if extra is not None:
-        return extra
-    try:
-        return _DECODER_OF.get(codecs.lookup(name).name)
-    except (LookupError, ValueError, TypeError):
+    encoding = webencodings.lookup(label.strip("\t\n\x0c\r \"'"))
+    if encoding is None:
         return None
+    return _OVERRIDES.get(encoding.name) or encoding.codec_info.name
 
 
 def sniff_bom(body: bytes) -> tuple[str, int] | None:

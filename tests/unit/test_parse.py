@@ -415,7 +415,9 @@ def test_prescan(head: bytes, expected: str | None) -> None:
 def test_labels_and_charset_param() -> None:
     assert resolve_label("  UTF8 ") == "utf-8"
     assert resolve_label("Windows-31J") == "cp932" and resolve_label("sjis") == "cp932"
-    assert resolve_label("ascii") == "cp1252" and resolve_label("latin-1") == "cp1252"
+    assert resolve_label("ascii") == "cp1252" and resolve_label("latin1") == "cp1252"
+    assert resolve_label("latin-1") is None         # Python's alias, no WHATWG label: browsers ignore it too
+    assert resolve_label("GBK") == "gb18030" and resolve_label("x-user-defined") == "cp1252"
     assert resolve_label("undefined") is None and resolve_label("idna") is None and resolve_label("") is None
     assert charset_param('text/html; charset="ISO-8859-1"') == "ISO-8859-1"
     assert charset_param("text/html;foo=bar; Charset=utf-8 ") == "utf-8"

@@ -140,7 +140,7 @@ def test_progress_bar_on_a_terminal_and_quiet_in_short_logged_runs():
     bar.advance(5.0, "clock full node-0 size 64")
     bar.close()
     text = tty.getvalue()
-    assert "\rreplay [" in text and "100%" in text and text.endswith("\n")
+    assert "\rreplay " in text and "100%" in text and "clock full node-0 size 64" in text and text.endswith("\n")
     log = io.StringIO()
     quiet = Progress(10.0, stream=log)
     quiet.advance(10.0, "done")
