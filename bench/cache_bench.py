@@ -39,7 +39,9 @@ from typing import Callable
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from crawler.cache import COMPILED, POLICY_NAMES, make_cache  # noqa: E402
 from crawler.cache.static import top_k  # noqa: E402
@@ -310,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma-separated policies")
     parser.add_argument("--no-baselines", action="store_true", help="skip cachetools and the dict CLOCK")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    benchkit.add_kernels_option(parser)
     args = parser.parse_args(argv)
+    benchkit.check_kernels(args)
 
     t0 = time.perf_counter()
     stream, starts = crawler_stream(args.requests, args.seed)

@@ -51,7 +51,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 import yaml  # noqa: E402
 
@@ -197,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run one node with politeness.min_delay_s=S (a slower crawl, so each second "
                         "carries less of its work, as each of three nodes carries a third) and compare the "
                         "3 nodes with it")
+    benchkit.add_kernels_option(p)
     args = p.parse_args(argv)
+    benchkit.check_kernels(args)
     if args.pin and len(ALL_CPUS) < 2:
         p.error("--pin needs at least 2 CPUs")
     if args.pin:

@@ -33,7 +33,9 @@ import time
 from pathlib import Path
 from urllib.parse import urljoin, urldefrag
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 import aiohttp  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
@@ -153,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", type=int, default=64)
     p.add_argument("--profile", metavar="FILE", help="cProfile one extra node crawl into FILE")
+    benchkit.add_kernels_option(p)
     args = p.parse_args(argv)
+    benchkit.check_kernels(args)
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.web_pages), "--no-bad-host", "--no-slow-host",
                 "--no-trap", "--no-nxdomain-links"]
     results: dict[str, list[dict]] = {"node": [], "minimal": []}

@@ -35,7 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from crawler.config import from_dict  # noqa: E402
 from crawler.node import Node  # noqa: E402
@@ -155,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--one-host-pages", type=int, default=3000)
     p.add_argument("--webs", default="broad,one-host", help="comma-separated: broad, one-host")
+    benchkit.add_kernels_option(p)
     args = p.parse_args(argv)
+    benchkit.check_kernels(args)
     webs = {name: list(WEBS[name]) for name in args.webs.split(",")}
     if "one-host" in webs:
         webs["one-host"] += ["--pages", str(args.one_host_pages)]

@@ -69,8 +69,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from crawler.config.schema import DueConfig  # noqa: E402
 from crawler.due.disk import DiskDUE  # noqa: E402
@@ -841,7 +842,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="run every implementation this many times (order alternating); medians")
     ap.add_argument("--dir", default=None, help="scratch directory (default: the system's temp dir)")
     ap.add_argument("--generate-only", metavar="PATH", help=argparse.SUPPRESS)
+    benchkit.add_kernels_option(ap)
     args = ap.parse_args(argv)
+    benchkit.check_kernels(args)
     args.calls_text = str(args.batch) if args.batch else ("pages" if args.batch == 0 else args.calls)
     args.calls = Calls.parse(args.calls_text, args.local_share, args.peer_batch)
     if args.generate_only:

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from crawler.config.schema import FrontierConfig  # noqa: E402
 from crawler.frontier import Frontier  # noqa: E402
@@ -161,7 +163,9 @@ def main() -> None:
     ap.add_argument("--take", type=int, default=200_000)
     ap.add_argument("--baseline-urls", type=int, default=2_000_000)
     ap.add_argument("--dir", default=None, help="where the frontier's files go (default: a temporary folder)")
+    benchkit.add_kernels_option(ap)
     args = ap.parse_args()
+    benchkit.check_kernels(args)
     print(f"baseline: {args.baseline_urls:,} URLs in per-host deques (RAM only)", flush=True)
     base = baseline(args.baseline_urls, args.hosts)
     print(f"  RSS +{base['rss_growth_mb']} MB = {base['bytes_per_url']} B/URL", flush=True)

@@ -33,7 +33,9 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
@@ -91,7 +93,9 @@ def main() -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="timed runs per figure (best is kept)")
     args.add_argument("--summary", action="store_true", help="only the one-line whole-parse figures")
+    benchkit.add_kernels_option(args)
     opts = args.parse_args()
+    benchkit.check_kernels(opts)
     rounds = opts.rounds
 
     if not PAGES_DIR.is_dir():

@@ -51,7 +51,9 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from tests.integration import realsites as rs  # noqa: E402
 
@@ -280,7 +282,9 @@ def main() -> int:
                     help="what py-spy samples: active threads, or the GIL holder only")
     ap.add_argument("--top", type=int, default=TOP_FUNCTIONS, help="functions listed per profile table")
     ap.add_argument("--keep", type=Path, default=None, help="keep every run's files under this directory")
+    benchkit.add_kernels_option(ap)
     args = ap.parse_args()
+    benchkit.check_kernels(args)
 
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)

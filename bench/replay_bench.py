@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 from cache_bench import crawler_stream  # noqa: E402
 
@@ -108,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-dir", type=Path, default=None, help="save/reuse the generated traces here")
     parser.add_argument("--count-distinct", action="store_true", help="also report distinct fingerprints")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    benchkit.add_kernels_option(parser)
     args = parser.parse_args(argv)
+    benchkit.check_kernels(args)
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()

@@ -49,7 +49,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
+
+benchkit.use_installed_crawler()
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
@@ -136,7 +138,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="directory holding the `crawler` package to run (default: this checkout), e.g. an "
                         "exported older version to compare against")
     p.add_argument("--keep-data", action="store_true", help="keep each crawl's data dir (default: removed)")
+    benchkit.add_kernels_option(p)
     args = p.parse_args(argv)
+    benchkit.check_kernels(args)
     args.policies = [x.strip() for x in args.policies.split(",") if x.strip()]
     bad = [x for x in args.policies if x not in HOST_POLICIES]
     if bad or not args.policies:

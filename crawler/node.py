@@ -66,6 +66,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Histogram
 
 from crawler.cache import cache_from_config
+from crawler.cache._native import COMPILED, KERNELS, kernels_line
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
@@ -880,6 +881,10 @@ class Node:
 
     async def start(self) -> None:
         c = self.config
+        if KERNELS == COMPILED:
+            log.info("node %d: %s", self.node_id, kernels_line())
+        else:
+            log.warning("node %d: %s", self.node_id, kernels_line())
         self.data_dir.mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
 
@@ -1064,6 +1069,7 @@ class Node:
         return {
             "node": self.node_id,
             "stop": self._stop_reason,
+            "kernels": KERNELS,
             "resumed": self.resuming,
             "pages": pages,
             "fetches": c.fetches,

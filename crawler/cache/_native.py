@@ -13,19 +13,35 @@ import os
 from types import ModuleType
 
 PURE_PYTHON_ENV = "CRAWLER_CACHE_PURE_PYTHON"
+COMPILED, PYTHON = "compiled", "python"
+BUILD_HINT = ("pip install . from the source tree (it compiles the extension: needs a C compiler and "
+              "Python's headers, e.g. Debian's gcc and python3-dev), or python setup.py build_ext --inplace "
+              "in a checkout run from source")
 
 
-def _load() -> ModuleType | None:
+def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
+        return None, f"{PURE_PYTHON_ENV} is set"
     try:
         from crawler.cache import _ckernel
-    except ImportError:
-        return None
-    return _ckernel
+    except ImportError as exc:
+        return None, f"the compiled extension crawler.cache._ckernel was not built ({exc})"
+    return _ckernel, ""
 
 
-NATIVE: ModuleType | None = _load()
+NATIVE, WHY_PYTHON = _load()
+KERNELS = COMPILED if NATIVE is not None else PYTHON
+"""Which kernels the caches, the DUE and the splitter run: the compiled extension, or the pure-Python
+twins (the same results, 10-50x slower: docs/caches.md, docs/due.md). A node logs it at start and puts
+it in its summary (`kernels`) and in `crawler_node_info{kernels=...}`; the benches refuse to report on
+the twins unless asked."""
+
+
+def kernels_line() -> str:
+    """One line saying which kernels run, and for the twins why and how to get the compiled ones."""
+    if NATIVE is not None:
+        return f"kernels: compiled ({NATIVE.__file__})"
+    return f"kernels: the pure-Python twins, 10-50x slower ({WHY_PYTHON}); for the compiled ones: {BUILD_HINT}"
 
 
 def native_or(name: str, twin):

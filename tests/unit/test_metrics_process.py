@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import crawler
+from crawler.cache._native import KERNELS, NATIVE
 from crawler.metrics import register_process_metrics
 
 PROCESS_FAMILIES = {"process_cpu_seconds", "process_resident_memory_bytes", "process_virtual_memory_bytes",
@@ -19,13 +20,14 @@ def scrape(registry: CollectorRegistry) -> dict:
     return {fam.name: fam for fam in text_string_to_metric_families(generate_latest(registry).decode())}
 
 
-def test_node_info_names_node_cluster_and_version():
+def test_node_info_names_node_cluster_version_and_kernels():
     registry = CollectorRegistry()
     register_process_metrics(registry, node_id=2, cluster="east")
     info = scrape(registry)["crawler_node_info"]
     assert info.type == "gauge"
     assert [(s.labels, s.value) for s in info.samples] == [
-        ({"node": "2", "cluster": "east", "version": crawler.__version__}, 1.0)]
+        ({"node": "2", "cluster": "east", "version": crawler.__version__, "kernels": KERNELS}, 1.0)]
+    assert KERNELS == ("compiled" if NATIVE is not None else "python")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ProcessCollector reads /proc (Linux only)")

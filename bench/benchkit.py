@@ -1,0 +1,44 @@
+"""What every bench does first: measure the crawler as installed, and say which kernels it measures.
+
+A bench run from a source tree used to put the tree first on `sys.path`, so
+after `pip install .` it measured the tree's pure-Python twins (no extension
+built there) and printed their figures as the crawler's. Now the installed
+package comes first (an editable install is this tree anyway) and the tree
+is only the fallback, and the first line of every bench says which kernels
+run; a bench whose figures depend on them refuses to run on the twins unless
+`--allow-python-kernels` is given (the twins are 10-50x slower: their figures
+are not the crawler's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def use_installed_crawler() -> None:
+    """The installed `crawler` first; this tree after site-packages (for `tests.*` helpers, and as the
+    fallback when the crawler is not installed)."""
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))
+
+
+def add_kernels_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-python-kernels", action="store_true",
+                        help="measure even if the compiled kernels are missing (the figures are then the "
+                             "pure-Python twins', 10-50x slower, not the crawler's)")
+
+
+def check_kernels(args: argparse.Namespace) -> str:
+    """Print which kernels run; exit (status 3) on the twins unless allowed. Returns 'compiled' or 'python'."""
+    from crawler.cache._native import KERNELS, PYTHON, kernels_line
+    import crawler
+    print(f"crawler {crawler.__version__} from {Path(crawler.__file__).parent}; {kernels_line()}", flush=True)
+    if KERNELS == PYTHON and not getattr(args, "allow_python_kernels", False):
+        print("refusing to measure the pure-Python twins as the crawler: build the extension (see above), or "
+              "pass --allow-python-kernels to measure them knowingly", file=sys.stderr, flush=True)
+        raise SystemExit(3)
+    return KERNELS
