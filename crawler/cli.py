@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pages", type=int, default=5000, help="pages in the test web (default 5000)")
     demo.add_argument("--workers", type=int, default=64, help="workers per node (default 64)")
     demo.add_argument("--nodes", type=int, default=3, help="crawling nodes, each its own process (default 3)")
-    demo.add_argument("--dir", default=None, help="keep the demo's files here (default: a temporary folder)")
+    demo.add_argument("--dir", default=None, help="where the demo's files go (default: a new folder under the "
+                                                 "system's temporary directory); kept unless --remove")
+    demo.add_argument("--remove", action="store_true", help="delete the demo's folder at the end")
     demo.set_defaults(func=_cmd_demo)
 
     sub.add_parser("testweb", help="serve the synthetic test web (see `crawler testweb --help`)", add_help=False)

@@ -34,6 +34,7 @@ from pathlib import Path
 import aiohttp
 
 from crawler.config import Config, load
+from crawler.metrics.rate import Rate
 
 PAGES_METRIC = "crawler_pages_total"
 LOOKUPS_METRIC = "crawler_cache_lookups_total"
@@ -167,6 +168,17 @@ class Child:
     lookups: dict = field(default_factory=dict)     # (cache, result) -> count
 
 
+def _saved_summary(config: Config, node_id: int, code: int | None) -> dict | None:
+    """A node that printed no summary (killed, or its launcher was): its totals as of its last checkpoint."""
+    from crawler.node import saved_summary
+    data_dir = config.crawl.data_dir.replace("{node}", str(node_id))
+    summary = saved_summary(node_id, data_dir, f"no summary (exit code {code}): totals of its last checkpoint")
+    if summary is not None:
+        print(f"cluster: node {node_id} printed no summary (exit code {code}); its totals are those it saved at "
+              f"its last checkpoint in {data_dir}", file=sys.stderr, flush=True)
+    return summary
+
+
 def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
     """The cluster's totals; hit rates are recomputed from summed hits and lookups."""
     total = {"nodes": len(summaries), "pages": 0, "fetches": 0, "bytes": 0, "errors": 0,
@@ -271,17 +283,18 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
                 c.proc.send_signal(signal.SIGTERM)
 
     async def progress() -> None:
+        rate = Rate(started)
         async with aiohttp.ClientSession() as session:
             while True:
                 await asyncio.sleep(interval)
                 for c in children:
                     if c.metrics_url and c.proc.returncode is None:
                         await _scrape(session, c)
-                elapsed = time.monotonic() - started
                 total = sum(c.pages for c in children)
                 running = sum(c.proc.returncode is None for c in children)
                 per_node = " ".join(f"{c.node_id}:{c.pages}" for c in children)
-                print(f"cluster: {total} pages ({total / elapsed:.1f}/s), frontier {sum(c.frontier for c in children)} "
+                print(f"cluster: {total} pages ({rate.text(total, time.monotonic())}), "
+                      f"frontier {sum(c.frontier for c in children)} "
                       f"URLs, cache hits: {_hit_rates(children)}, {running}/{len(children)} nodes running "
                       f"[{per_node}]", file=sys.stderr, flush=True)
 
@@ -306,6 +319,8 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
                 summary = None
         if c.proc.returncode != 0 or summary is None:
             failed.append(c.node_id)
+        if summary is None:
+            summary = _saved_summary(config, c.node_id, c.proc.returncode)
         if summary is not None:
             summaries.append(summary)
             print(json.dumps(summary, sort_keys=True), file=out)

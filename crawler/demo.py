@@ -9,7 +9,14 @@ loopback address, so no DNS server is needed and the private-network guard
 stays on; `fetch.tls.ca_file` names the web's CA), runs the cluster (`crawler cluster`, one process per node,
 with a fresh random cluster secret), then checks the crawl from the outside:
 the server's access log against the web's manifest and the politeness rules.
-Prints a table per node and, last, one JSON line.
+While it runs it says where each node's /metrics is; it prints a table per
+node, where its files are and what to type next (`crawler status`,
+Prometheus), and, last, one JSON line.
+
+Its folder (`--dir`, or a new one under the system's temporary directory) is
+kept: the WARC files, crawl logs, node state and the web's access log are
+what a user wants to open next. `--remove` deletes it at the end, and then
+the JSON line names no folder.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ def demo(args: argparse.Namespace) -> int:
     from crawler.cli import run_async
     from crawler.cluster import run_cluster
 
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="crawler-demo-"))
+    root = Path(args.dir).resolve() if args.dir else Path(tempfile.mkdtemp(prefix="crawler-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     web_args = ["--hosts", str(args.hosts), "--pages", str(args.pages), "--private-links", "--stall-s", "6",
                 "--https-share", str(DEMO_HTTPS_SHARE), "--https-redirect-share", str(DEMO_HTTPS_SHARE),
@@ -73,8 +80,12 @@ def demo(args: argparse.Namespace) -> int:
     try:
         with TestWebProcess(root / "web", web_args) as web:
             config_path = root / "crawl.yaml"
-            config_path.write_text(yaml.safe_dump(demo_config(web.info["seeds"], root / "data", args.workers,
-                                                              args.nodes, web.info["ca_file"]), sort_keys=False))
+            config = demo_config(web.info["seeds"], root / "data", args.workers, args.nodes, web.info["ca_file"])
+            config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+            metrics = [f"http://127.0.0.1:{n['metrics_port']}/metrics" for n in config["cluster"]["nodes"]]
+            (root / "prometheus.yml").write_text(prometheus_config(config))
+            print(f"demo: while it runs, each node's metrics are at {', '.join(metrics)}; in another terminal: "
+                  f"crawler status -c {config_path}", file=sys.stderr, flush=True)
             lines = io.StringIO()
             started = time.monotonic()
             code = run_async(run_cluster(str(config_path), extra_env={SECRET_ENV: secrets.token_hex(16)},
@@ -101,14 +112,49 @@ def demo(args: argparse.Namespace) -> int:
             "overlapping_requests": len(overlap), "politeness_violations": len(gaps),
             "cache_hit_rates": cluster["cache_hit_rates"],
             "peer_bytes_sent": cluster["peer_bytes_sent"],
-            "wall_s": round(wall_s, 1), "files": str(root),
+            "wall_s": round(wall_s, 1),
         }
         print(_table(nodes, report))
+        if args.remove:
+            shutil.rmtree(root, ignore_errors=True)
+            print(f"demo: removed {root} (--remove)", file=sys.stderr, flush=True)
+        else:
+            report["files"] = str(root)
+            print(_next_steps(root, config_path))
         print(json.dumps(report, sort_keys=True), flush=True)
         return 0 if ok else 1
-    finally:
-        if not args.dir:
+    except BaseException:
+        if args.remove:
             shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def prometheus_config(config: dict) -> str:
+    """A Prometheus configuration scraping the demo's nodes, labelled as deploy/prometheus/prometheus.yml
+    labels a cluster (its recording rules work on it)."""
+    name = config["cluster"]["name"]
+    targets = "".join(f'      - targets: ["127.0.0.1:{n["metrics_port"]}"]\n'
+                      f'        labels: {{cluster: {name}, node: "{n["id"]}"}}\n' for n in config["cluster"]["nodes"])
+    return ("# Written by crawler demo: scrapes its nodes while a crawl of crawl.yaml runs.\n"
+            "# prometheus --config.file=prometheus.yml   (docs/metrics.md lists every series)\n"
+            "global: {scrape_interval: 5s, scrape_timeout: 4s}\n"
+            "scrape_configs:\n  - job_name: crawler\n    static_configs:\n" + targets)
+
+
+def _next_steps(root: Path, config_path: Path) -> str:
+    """Where the demo's files are, what to type next, and how to remove them."""
+    return "\n".join([
+        "",
+        f"files kept in {root}:",
+        "  data/node-*/warc/*.warc.gz    WARC files (warcio index FILE lists their records)",
+        "  data/node-*/crawl.log.jsonl   crawl logs, one JSON line per fetch",
+        "  data/node-*                   each node's state: frontier, DUE, checkpoints",
+        "  web/                          the test web: access.log.jsonl, manifest.json, seeds.txt, ca.crt",
+        "next, while a crawl of this config runs (the demo's own has ended):",
+        f"  crawler status -c {config_path}",
+        f"  prometheus --config.file={root / 'prometheus.yml'}   (docs/metrics.md lists every series)",
+        f"remove them with: rm -r {root}",
+    ])
 
 
 def _rate(value) -> str:

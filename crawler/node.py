@@ -78,6 +78,7 @@ from crawler.fetch.robots import UNREACHABLE as ROBOTS_UNREACHABLE
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
+from crawler.metrics.rate import Rate
 from crawler.parse import LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.mime import HTML
 from crawler.peers import PeerNetwork
@@ -201,6 +202,23 @@ class CrawlTotals:
                  sum(n for (_, kind), n in counters.pages.items() if kind == "page"))
 
 
+def saved_summary(node_id: int, data_dir: str | Path, why: str) -> dict | None:
+    """A summary of a node that printed none (killed, or its launcher was), from the totals it saved at its
+    last checkpoint (`state/counters.jsonl`); None when it saved none. Totals only: the crawl's, as in a
+    summary; what it did after that checkpoint is not in them."""
+    records = StateStore(Path(data_dir) / "state").read(CrawlTotals.name, CrawlTotals.VERSION)
+    if not records:
+        return None
+    try:
+        c = Counters.from_json(records[0]["counters"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {"node": node_id, "stop": why, "from_saved_state": True,
+            "pages": sum(n for (_, kind), n in c.pages.items() if kind == "page"), "fetches": c.fetches,
+            "robots_fetches": c.robots_fetches, "bytes": sum(c.bytes.values()), "errors": sum(c.errors.values()),
+            "errors_by_reason": dict(c.errors), "robots_denied": c.robots_denied, "worker_errors": c.worker_errors}
+
+
 class ListenError(ConfigError):
     """A port of the node's config cannot be listened on (taken, or not an address of this machine)."""
 
@@ -236,6 +254,7 @@ class Node:
         self._drain_timer: asyncio.TimerHandle | None = None
         self._saving: asyncio.Task | None = None       # the periodic checkpoint, while it runs
         self.discovery_delays: deque[float] = deque(maxlen=DISCOVERY_SAMPLES)   # prompt lookups' durations
+        self._rate: Rate | None = None                 # the progress line's pages/s (made at the first line)
 
         c = config
         pol = c.politeness
@@ -846,10 +865,11 @@ class Node:
                 pass
 
     def progress(self) -> None:
-        elapsed = max(time.monotonic() - self._started, 1e-9)
         c = self.counters
+        if self._rate is None:
+            self._rate = Rate(self._started)
         rates = ", ".join(f"{name} {100 * r:.1f}%" for name, r in self.cache_hit_rates().items() if r is not None)
-        print(f"node {self.node_id}: {c.fetches} pages ({c.fetches / elapsed:.1f}/s), "
+        print(f"node {self.node_id}: {c.fetches} pages ({self._rate.text(c.fetches, time.monotonic())}), "
               f"frontier {self.frontier.queued} URLs on {self.frontier.active_hosts} hosts, "
               f"errors {sum(c.errors.values())}, cache hits: {rates or '-'}", file=sys.stderr, flush=True)
 

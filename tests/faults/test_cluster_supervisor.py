@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from crawler.cluster import run_cluster
+from crawler.state import StateStore
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
 from tests.faults.test_node_kill_resume import page_requests
@@ -171,3 +173,41 @@ def test_on_started_gets_each_running_node_pid_and_a_failing_callback_stops_noth
     assert os.getpid() not in seen.values() and os.getpid() not in launchers
     assert grandparents == {os.getpid()}             # the launcher is this process's child
     assert not any(alive(pid) for pid in seen.values())
+
+
+def test_nodes_killed_with_their_launcher_report_the_totals_they_saved(tmp_path):
+    """The supervisor's summary when no node could print one: from each node's last checkpoint, not zeros."""
+    with TestWebProcess(tmp_path / "web", WEB_ARGS) as web:
+        config = write_config(tmp_path / "crawl.yaml", cluster_config(
+            tmp_path, web.info["seeds"], politeness={"min_delay_s": 0.05},
+            frontier={"checkpoint_interval_s": 0.5}))
+        stderr = tmp_path / "cluster.stderr"
+        proc = start_cluster(config, stderr)
+        pids: dict[int, int] = {}
+        try:
+            pids = node_pids(stderr, proc)
+            launcher = parent_of(next(iter(pids.values())))
+            wait_pages(web, 200, proc)
+            time.sleep(1.0)                      # a checkpoint or two after that
+            for pid in [launcher, *pids.values()]:
+                os.kill(pid, signal.SIGKILL)
+            code = proc.wait(STOP_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in pids.values():
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    err = stderr.read_text(errors="replace")
+    lines = [json.loads(line) for line in proc.stdout.read().decode().splitlines() if line.startswith("{")]
+    nodes, cluster = lines[:-1], lines[-1]
+    assert code == 1 and cluster["failed_nodes"] == sorted(pids), err[-3000:]
+    assert sorted(s["node"] for s in nodes) == sorted(pids) and all(s["from_saved_state"] for s in nodes)
+    saved = {s["node"]: s["pages"] for s in nodes}
+    for node in pids:
+        records = StateStore(tmp_path / "data" / f"node-{node}" / "state").read("counters", 1)
+        pages = sum(n for (_, kind), n in records[0]["counters"]["pages"] if kind == "page")
+        assert saved[node] == pages > 0, (node, saved, pages)
+    assert cluster["pages"] == sum(saved.values()) > 0
+    assert "printed no summary" in err

@@ -1,11 +1,17 @@
 """`crawler demo`, the README's first command, on a smaller web: it crawls the whole manifest with
-3 nodes, finds politeness kept from the server's log, and says so with exit 0 and `"demo": "ok"`."""
+3 nodes, finds politeness kept from the server's log, and says so with exit 0 and `"demo": "ok"`.
+It keeps what it made (WARC files, crawl logs, node state, the web's log) and names its folder in its
+last line; with --remove it deletes the folder and names none."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from tests.integration.crawl_support import run_crawler
 
@@ -23,3 +29,28 @@ def test_demo_crawls_the_test_web_correctly(tmp_path):
     assert report["overlapping_requests"] == report["politeness_violations"] == 0
     assert any(line.startswith("node") and "splitter hits" in line for line in out)     # the table
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["node-0", "node-1", "node-2"]
+    # What it made is there afterwards, named in its last line, with what to type next.
+    assert Path(report["files"]) == tmp_path.resolve()
+    warcs = sorted(tmp_path.glob("data/node-*/warc/*.warc.gz"))
+    assert warcs and sum(1 for w in warcs for r in ArchiveIterator(w.open("rb")) if r.rec_type == "response") > 0
+    logged = sum(len(p.read_text().splitlines()) for p in tmp_path.glob("data/node-*/crawl.log.jsonl"))
+    assert logged >= report["pages"]
+    assert (tmp_path / "web" / "access.log.jsonl").stat().st_size > 0
+    text = "\n".join(out)
+    assert f"crawler status -c {tmp_path.resolve() / 'crawl.yaml'}" in text and f"rm -r {tmp_path.resolve()}" in text
+    assert "/metrics" in err and "crawler status -c" in err                 # said while it ran
+    promtool = shutil.which("promtool")
+    if promtool:
+        check = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_demo_remove_deletes_its_folder_and_names_none(tmp_path):
+    where = tmp_path / "demo"
+    code, out, err = run_crawler(["demo", "--hosts", "5", "--pages", "100", "--nodes", "2", "--dir", str(where),
+                                  "--remove"], timeout_s=300)
+    assert code == 0, err[-3000:]
+    report = json.loads(out[-1])
+    assert "files" not in report and not where.exists()
+    assert f"removed {where}" in err
