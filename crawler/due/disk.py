@@ -60,7 +60,7 @@ import numpy as np
 
 from crawler.cache import Cache, cache_from_config
 from crawler.due.base import DUE
-from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, BucketTable, DiskSet, fsync_dir
+from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet, fsync_dir
 from crawler.due.front import DueFront
 from crawler.due.journal import Journal
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
@@ -73,6 +73,8 @@ DEFAULT_DELTA_RATIO = 0.125
 DEFAULT_JOURNAL_FSYNC_S = 1.0
 POSITION_DTYPE = np.dtype("<i8")
 BUFFER_HEADROOM = 1024          # extra fingerprints allocated past the merge trigger
+PEEK_LOG = "peeked.u64"         # fingerprints prompt lookups handed out before their merge (uint64, appended)
+PEEK_LOG_SLACK_BYTES = 65536    # the log is rewritten once it holds this much more than the early set
 _NO_FPS = np.empty(0, dtype=np.uint64)
 _monotonic = time.monotonic
 
@@ -186,6 +188,10 @@ class DiskDUE(DUE):
         self._merge_cpu_s = 0.0                   # CPU time of merges (this session)
         self._early: set[int] = set()             # fingerprints peek handed out, until their merge collects
         self._peeked = 0                          # URLs handed out by peek (this session)
+        # Peeked fingerprints are logged (PEEK_LOG) at the next call after the one that handed them out:
+        # by then the caller has queued them, so a crash repeats them at worst, never loses them.
+        self._peek_pending: list[int] = []
+        self._peek_log = self.directory / PEEK_LOG
         # Called at the end of every merge, from the thread that ran it (the merge thread for a
         # background merge): an event loop hooks `call_soon_threadsafe` here to collect the new
         # URLs at once instead of at its next look (the node's prompt merges, docs/due.md).
@@ -256,6 +262,8 @@ class DiskDUE(DUE):
         """Merge everything buffered now; returns the new URLs (also those of earlier merges)."""
         if self._delivered:
             self._release_delivered()
+        if self._peek_pending:
+            self._log_peeked()
         if self._job is not None:
             self._collect()
         if self._n:
@@ -325,6 +333,8 @@ class DiskDUE(DUE):
         """Release what the caller has, and take a finished merge's results (never waits)."""
         if self._delivered:
             self._release_delivered()
+        if self._peek_pending:
+            self._log_peeked()
         job = self._job
         if job is not None and job.done.is_set():
             self._collect()
@@ -340,6 +350,8 @@ class DiskDUE(DUE):
         and finish deleting released journal segments."""
         if self._delivered:
             self._release_delivered()
+        if self._peek_pending:
+            self._log_peeked()
         self._journal.settle()
         self._journal.fsync_segments(self._segments)
         self._synced_now()
@@ -388,6 +400,8 @@ class DiskDUE(DUE):
         try:
             if self._job is not None:
                 self._collect()
+            if self._peek_pending:
+                self._log_peeked()
             if self._early and self._n:
                 # Peeked URLs wait in the buffer: a restart would hand them out again, so they are merged
                 # now; the rest of its new URLs come out at the next start, like any found but not returned.
@@ -463,6 +477,7 @@ class DiskDUE(DUE):
             else:
                 self._journal.remove([seq])
         self._segments = restored
+        self._restore_early()
         self._undelivered = kept
         self._front.attention = bool(self._ready or self._undelivered)
         last_seq = max([self._merged_through, *existing]) if existing else self._merged_through
@@ -604,6 +619,7 @@ class DiskDUE(DUE):
             if twice.any():
                 job.urls = [u for u, dup in zip(job.urls, twice.tolist()) if not dup]
                 self._early.difference_update(job.new_fps[twice].tolist())
+        self._trim_peek_log()
 
     def peek(self, start: int) -> list[str]:
         """Decide now, without a merge, which URLs of the buffer from position `start` are new, and hand
@@ -617,6 +633,8 @@ class DiskDUE(DUE):
         now and then, not for every submit. A crash before that merge commits hands such URLs out
         again on restart, like the URLs of an unreleased merge (at most one buffer).
         """
+        if self._peek_pending:
+            self._log_peeked()                       # the last peek's URLs are queued by now
         n = self._n
         if not 0 <= start < n:
             return []
@@ -635,12 +653,53 @@ class DiskDUE(DUE):
         on_disk = self._set.contains(keys).tolist()
         urls = self._urls
         out = []
+        pending = self._peek_pending
         for (fp, pos), seen in zip(candidates.items(), on_disk):
             if not seen:
                 early.add(fp)
+                pending.append(fp)
                 out.append(urls[pos])
         self._peeked += len(out)
         return out
+
+    def _restore_early(self) -> None:
+        """The fingerprints peek handed out before a crash (PEEK_LOG) that the restored buffer still holds and
+        the disk does not: early again, so their merge does not hand them out a second time."""
+        try:
+            logged = np.fromfile(self._peek_log, dtype=FP_DTYPE).astype(np.uint64)
+        except FileNotFoundError:
+            return
+        if len(logged) and self._n:
+            logged = logged[np.isin(logged, self._buf[:self._n])]
+            logged = logged[~self._set.contains(logged)] if len(logged) else logged
+            self._early = set(logged.tolist())
+        if not self._early:
+            self._peek_log.unlink(missing_ok=True)
+
+    def _log_peeked(self) -> None:
+        """Append the fingerprints the last peeks handed out to PEEK_LOG, so a restart does not hand them
+        out again: the restored buffer holds them, and the restored early set makes its merge skip them."""
+        if self._peek_pending:
+            with open(self._peek_log, "ab") as log_file:
+                log_file.write(np.asarray(self._peek_pending, dtype=FP_DTYPE).tobytes())
+            self._peek_pending = []
+
+    def _trim_peek_log(self) -> None:
+        """After a merge took peeked fingerprints: drop the log when nothing is early any more, rewrite it
+        (atomically) when it holds mostly fingerprints now on disk."""
+        if self._early:
+            try:
+                size = self._peek_log.stat().st_size
+            except FileNotFoundError:
+                return
+            if size <= PEEK_LOG_SLACK_BYTES + 2 * FP_BYTES * len(self._early):
+                return
+            self._peek_pending = []                  # the rewrite holds them (the caller has them by now)
+            tmp = self._peek_log.with_suffix(".tmp")
+            np.fromiter(self._early, dtype=np.uint64, count=len(self._early)).astype(FP_DTYPE).tofile(tmp)
+            os.replace(tmp, self._peek_log)
+        elif not self._peek_pending:
+            self._peek_log.unlink(missing_ok=True)
 
     def _deliver(self) -> list[str]:
         """Hand out the new URLs found so far; their merges are released at the next call."""

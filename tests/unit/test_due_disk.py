@@ -145,6 +145,28 @@ def test_peek_during_a_background_merge_of_the_same_url_hands_it_out_once(tmp_pa
     due.close()
 
 
+def test_peeked_urls_are_not_handed_out_again_after_a_crash(tmp_path: Path) -> None:
+    """The peek log: once the caller has the peeked URLs (the next call into the DUE), a crash before their
+    merge does not hand them out again; a crash before that call may, and loses nothing either way."""
+    due = DiskDUE(tmp_path, config(buffer_size=100, cache_size=1), background=False)
+    start = due.buffered
+    submit(due, [1, 2])
+    assert due.peek(start) == [url_of(1), url_of(2)]
+    assert due.poll() == []                              # the next call: the caller has them, they are logged
+    start = due.buffered
+    submit(due, [3])
+    assert due.peek(start) == [url_of(3)]                # a crash comes before any further call
+    del due
+    again = DiskDUE(tmp_path, config(buffer_size=100, cache_size=1), background=False)
+    assert again.pending == 3                            # all three are still to be written to disk
+    assert again.flush() == [url_of(3)]                  # 1 and 2 were logged: not again; 3 was not: again
+    again.close()
+    assert not (tmp_path / "peeked.u64").exists()        # nothing early any more: the log is gone
+    third = DiskDUE(tmp_path, config(buffer_size=100, cache_size=1), background=False)
+    assert third.pending == 0 and submit(third, [1, 2, 3]) == [] and third.flush() == []
+    third.close()
+
+
 def test_stats_has_the_metrics(tmp_path: Path) -> None:
     due = DiskDUE(tmp_path, config(), buckets=2)
     submit(due, [1, 2, 2, 3])
