@@ -74,6 +74,7 @@ DEFAULT_JOURNAL_FSYNC_S = 1.0
 POSITION_DTYPE = np.dtype("<i8")
 BUFFER_HEADROOM = 1024          # extra fingerprints allocated past the merge trigger
 PEEK_LOG = "peeked.u64"         # fingerprints prompt lookups handed out before their merge (uint64, appended)
+PEEK_LAST = "peeked-last.u64"   # the last peek's fingerprints, until the next call logs them (uint64)
 PEEK_LOG_SLACK_BYTES = 65536    # the log is rewritten once it holds this much more than the early set
 _NO_FPS = np.empty(0, dtype=np.uint64)
 _monotonic = time.monotonic
@@ -106,6 +107,7 @@ class _MergeJob:
     count: int = 0                 # len(fps), for `pending` while the merge runs
     urls: list[str] = field(default_factory=list)
     new_fps: np.ndarray | None = None   # fingerprints of `urls`, same order (to skip those peeked early)
+    positions: np.ndarray | None = None # buffer positions of `urls` (its release marker's content)
     skip: np.ndarray | None = None      # fingerprints peek handed out before the merge began: not handed out again
     new: int = 0
     repeats: int = 0
@@ -190,8 +192,10 @@ class DiskDUE(DUE):
         self._peeked = 0                          # URLs handed out by peek (this session)
         # Peeked fingerprints are logged (PEEK_LOG) at the next call after the one that handed them out:
         # by then the caller has queued them, so a crash repeats them at worst, never loses them.
+        # Until then they are in PEEK_LAST: a restart hands them out again and counts them as duplicates.
         self._peek_pending: list[int] = []
         self._peek_log = self.directory / PEEK_LOG
+        self._peek_last = self.directory / PEEK_LAST
         # Called at the end of every merge, from the thread that ran it (the merge thread for a
         # background merge): an event loop hooks `call_soon_threadsafe` here to collect the new
         # URLs at once instead of at its next look (the node's prompt merges, docs/due.md).
@@ -398,10 +402,10 @@ class DiskDUE(DUE):
         if self._closed:
             return
         try:
-            if self._job is not None:
-                self._collect()
             if self._peek_pending:
                 self._log_peeked()
+            if self._job is not None:
+                self._collect()
             if self._early and self._n:
                 # Peeked URLs wait in the buffer: a restart would hand them out again, so they are merged
                 # now; the rest of its new URLs come out at the next start, like any found but not returned.
@@ -441,12 +445,15 @@ class DiskDUE(DUE):
         self._last_merge = manifest.merge
         self._merged_through = manifest.merged_through
         existing = set(self._journal.existing())
+        peeked = _read_fps(self._peek_log)
         # Merges committed whose URLs may not have reached the caller: hand them out again.
         kept: list[Release] = []
         for release in manifest.unreleased:
             marker = self._release_path(release.merge)
             if marker.exists() and all(s in existing for s in release.segments):
                 positions = np.fromfile(marker, dtype=POSITION_DTYPE)
+                if len(peeked) and len(positions):
+                    positions = self._not_peeked(release.segments, positions, peeked)
                 urls = self._journal.read_urls(release.segments, positions)
                 self._ready.extend(urls)
                 if release.count_duplicates:
@@ -477,7 +484,7 @@ class DiskDUE(DUE):
             else:
                 self._journal.remove([seq])
         self._segments = restored
-        self._restore_early()
+        self._restore_early(peeked)
         self._undelivered = kept
         self._front.attention = bool(self._ready or self._undelivered)
         last_seq = max([self._merged_through, *existing]) if existing else self._merged_through
@@ -487,6 +494,7 @@ class DiskDUE(DUE):
         if self._durable:
             fsync_dir(self._journal.directory)
         self._write_manifest()
+        self._peek_last.unlink(missing_ok=True)      # counted in the manifest just written
 
     # --- internals: buffer -------------------------------------------------------
 
@@ -594,7 +602,7 @@ class DiskDUE(DUE):
             raise job.error
         if self._early:
             self._skip_peeked(job)
-        job.new_fps = job.skip = None
+        job.new_fps = job.skip = job.positions = None
         if self._ready:
             self._ready.extend(job.urls)
         else:                        # the usual case: take the list (extend would touch every str)
@@ -618,6 +626,8 @@ class DiskDUE(DUE):
             twice = np.isin(job.new_fps, early)
             if twice.any():
                 job.urls = [u for u, dup in zip(job.urls, twice.tolist()) if not dup]
+                # Its release marker must not name them either, or a restart before its release hands them out.
+                self._write_positions(job.merge, job.positions[~twice], atomic=True)
                 self._early.difference_update(job.new_fps[twice].tolist())
         self._trim_peek_log()
 
@@ -660,19 +670,30 @@ class DiskDUE(DUE):
                 pending.append(fp)
                 out.append(urls[pos])
         self._peeked += len(out)
+        if pending:
+            # Before the caller has them: a crash from here to the next call hands them out again, counted.
+            self._peek_last.write_bytes(np.asarray(pending, dtype=FP_DTYPE).tobytes())
         return out
 
-    def _restore_early(self) -> None:
-        """The fingerprints peek handed out before a crash (PEEK_LOG) that the restored buffer still holds and
-        the disk does not: early again, so their merge does not hand them out a second time."""
-        try:
-            logged = np.fromfile(self._peek_log, dtype=FP_DTYPE).astype(np.uint64)
-        except FileNotFoundError:
-            return
-        if len(logged) and self._n:
-            logged = logged[np.isin(logged, self._buf[:self._n])]
+    def _not_peeked(self, segments: list[int], positions: np.ndarray, peeked: np.ndarray) -> np.ndarray:
+        """An unreleased merge's positions without the fingerprints a peek handed out while it ran (the
+        caller had them: PEEK_LOG); the merge's collection would have dropped them, a crash came first."""
+        fps = np.concatenate([self._journal.scan(seq).fps for seq in segments])
+        return positions[~np.isin(fps[positions], peeked)]
+
+    def _restore_early(self, logged: np.ndarray) -> None:
+        """Peeked fingerprints the restored buffer still holds and the disk does not: those logged in PEEK_LOG
+        (the caller had them) are early again, so their merge skips them; those of the last peek only
+        (PEEK_LAST: the caller may or may not have queued them) come out again, counted as duplicates."""
+        last = _read_fps(self._peek_last)
+        if self._n and (len(logged) or len(last)):
+            buffered = self._buf[:self._n]
+            logged = logged[np.isin(logged, buffered)]
             logged = logged[~self._set.contains(logged)] if len(logged) else logged
             self._early = set(logged.tolist())
+            last = np.unique(last[np.isin(last, buffered) & ~np.isin(last, logged)])
+            if len(last):
+                self._counters.duplicates_emitted += int((~self._set.contains(last)).sum())
         if not self._early:
             self._peek_log.unlink(missing_ok=True)
 
@@ -683,6 +704,7 @@ class DiskDUE(DUE):
             with open(self._peek_log, "ab") as log_file:
                 log_file.write(np.asarray(self._peek_pending, dtype=FP_DTYPE).tobytes())
             self._peek_pending = []
+            self._peek_last.unlink(missing_ok=True)   # after the append: a crash between reads them as logged
 
     def _trim_peek_log(self) -> None:
         """After a merge took peeked fingerprints: drop the log when nothing is early any more, rewrite it
@@ -694,12 +716,14 @@ class DiskDUE(DUE):
                 return
             if size <= PEEK_LOG_SLACK_BYTES + 2 * FP_BYTES * len(self._early):
                 return
-            self._peek_pending = []                  # the rewrite holds them (the caller has them by now)
+            logged = self._early.difference(self._peek_pending)
             tmp = self._peek_log.with_suffix(".tmp")
-            np.fromiter(self._early, dtype=np.uint64, count=len(self._early)).astype(FP_DTYPE).tofile(tmp)
+            np.fromiter(logged, dtype=np.uint64, count=len(logged)).astype(FP_DTYPE).tofile(tmp)
             os.replace(tmp, self._peek_log)
-        elif not self._peek_pending:
+        else:                                        # every peeked fingerprint is on disk, its marker without it
+            self._peek_pending = []
             self._peek_log.unlink(missing_ok=True)
+            self._peek_last.unlink(missing_ok=True)
 
     def _deliver(self) -> list[str]:
         """Hand out the new URLs found so far; their merges are released at the next call."""
@@ -803,9 +827,10 @@ class DiskDUE(DUE):
             fault("merge:adopted")
             job.urls = pick(job.urls_in, positions)
             job.new_fps = fps[positions]
+            job.positions = positions
             job.urls_in = []                      # the buffer's strings may go now
             job.fps = fps = _NO_FPS               # and its fingerprints
-            del keys, first_pos, positions, plan
+            del keys, first_pos, plan
             release_free_memory()                 # or glibc's arenas fragment and RSS creeps up
             fault("merge:urls-picked")
         except BaseException as exc:   # handed to the thread that collects the job
@@ -823,13 +848,17 @@ class DiskDUE(DUE):
     def _release_path(self, merge: int) -> Path:
         return self._release_dir / f"m{merge:08d}.pos"
 
-    def _write_positions(self, merge: int, positions: np.ndarray) -> None:
+    def _write_positions(self, merge: int, positions: np.ndarray, atomic: bool = False) -> None:
+        """A merge's release marker. `atomic` for a rewrite: a crash must leave the old marker or the new one."""
         path = self._release_path(merge)
-        with open(path, "wb") as f:
+        target = path.with_suffix(".tmp") if atomic else path
+        with open(target, "wb") as f:
             positions.tofile(f)
             if self._durable:
                 f.flush()
                 os.fsync(f.fileno())
+        if atomic:
+            os.replace(target, path)
         if self._durable:
             fsync_dir(self._release_dir)
 
@@ -853,6 +882,15 @@ class DiskDUE(DUE):
             counters=c,
         )
         write_manifest(self.directory, manifest, self._durable)
+
+
+def _read_fps(path: Path) -> np.ndarray:
+    """A file of fingerprints (a torn last one is dropped), empty if there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return _NO_FPS
+    return np.frombuffer(data[:len(data) - len(data) % FP_BYTES], dtype=FP_DTYPE).astype(np.uint64)
 
 
 def _closed_submit(directory: str, fps, urls) -> list[str]:

@@ -53,6 +53,10 @@ def make(directory: Path, p: dict) -> DiskDUE:
 @example(p={"buffer_size": 2, "cache_size": 1, "cache_policy": "clock", "buckets": 1, "delta_ratio": 0.0,
             "background": False, "window_entries": 1},
          ops=[("submit", [0]), ("start_merge", None), ("start_merge", None)])
+# A peek during a background merge of the same URL: the merge's release marker must drop it too.
+@example(p={"buffer_size": 4, "cache_size": 1, "cache_policy": "clock", "buckets": 1, "delta_ratio": 0.0,
+            "background": True, "window_entries": 1},
+         ops=[("submit", [0, 1]), ("submit+peek", [0]), ("restart", None), ("submit", [])])
 def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
