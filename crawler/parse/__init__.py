@@ -27,7 +27,9 @@ Steps, one module each:
 - `srcset.py`, `refresh.py`: the HTML standard's parsers of `srcset` and of
   refresh values (`refresh_url` also reads an HTTP `Refresh` header);
 - `css.py`: url(), image-set() and @import URLs of CSS (tinycss2 tokens);
-- `content.py`: `content_fingerprint` (mmh3, 64 bits, raw bytes).
+- `content.py`: `content_fingerprint` (mmh3, 64 bits, raw bytes);
+- `seen.py`: `ContentSeen`, the bounded set of fingerprints the test asks
+  (it may forget a body, never claim one it was not given).
 
 Speed: a page's whole path here (tree, query, canonicalization) is the
 crawler's largest CPU cost per page; see `bench/parse_bench.py` for figures
@@ -42,6 +44,7 @@ from crawler.parse.content import content_fingerprint
 from crawler.parse.links import LinkExtractor, ParsedPage, extract_links
 from crawler.parse.mime import is_css, is_html, parse_kind
 from crawler.parse.refresh import refresh_url
+from crawler.parse.seen import ContentSeen
 
-__all__ = ["LinkExtractor", "ParsedPage", "content_fingerprint", "extract_links", "is_css", "is_html",
+__all__ = ["ContentSeen", "LinkExtractor", "ParsedPage", "content_fingerprint", "extract_links", "is_css", "is_html",
            "parse_kind", "refresh_url"]
