@@ -79,7 +79,7 @@ from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.metrics.rate import Rate
-from crawler.parse import LinkExtractor, content_fingerprint, parse_kind
+from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.mime import HTML
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
@@ -245,7 +245,6 @@ class Node:
         self._interrupted = asyncio.Event()
         self.urls_received = 0
         self._retries: dict[str, int] = {}
-        self._content_seen: set[int] = set()
         self._started = 0.0
         self._cpu0 = 0.0
         self._cpu_marks: dict[str, float] = {}     # phase -> process_time() at its end (summary's cpu_phases_s)
@@ -277,6 +276,10 @@ class Node:
         self.frontier.on_storage_error = self._storage_failed
         self.scorer = self._scorer()
         self.extractor = LinkExtractor(c.parse)
+        try:
+            self.content_seen = ContentSeen(c.parse.content_seen_size)     # bounded: it forgets, never invents
+        except ValueError as exc:
+            raise ConfigError(f"parse.content_seen_size: {exc}") from None
         self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.registry = CollectorRegistry()
         self.registry.register(NodeCollector(self.metrics_snapshot))
@@ -589,13 +592,13 @@ class Node:
             return [], None, 0
         # The content-seen test (Mercator): a page seen before at another URL is a mirror, and its links
         # lead into the mirror. A stylesheet seen before is not: its url()s, relative to where it sits,
-        # are the requisites of the pages that use it there, so it is always read.
+        # are the requisites of the pages that use it there, so it is always read. The set is bounded and
+        # may forget a body (a redundant parse; the DUE drops the URLs already seen), never invent one.
         if kind == HTML:
             fp = content_fingerprint(result.body) if content_fp is None else content_fp
-            if fp in self._content_seen:
+            if self.content_seen.check_and_add(fp):
                 self.counters.duplicate_content += 1
                 return [], None, 0
-            self._content_seen.add(fp)
         if len(result.body) <= self.config.parse.inline_max_bytes:
             page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
         else:
@@ -1186,8 +1189,10 @@ class Node:
             "robots_denied": c.robots_denied, "duplicate_content": c.duplicate_content,
             "robots_parked": c.robots_parked, "robots_unreachable": c.robots_unreachable,
             "urls_dropped": c.dropped, "worker_errors": c.worker_errors, "cache_lookups": lookups,
-            "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size},
-            "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity},
+            "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size,
+                              "content": self.content_seen.size},
+            "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity,
+                               "content": self.content_seen.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
             "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns.get("lookups", {}),

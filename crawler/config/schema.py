@@ -225,6 +225,10 @@ class ParseConfig:
     timeout_s: float = _f(10.0, "A page parsed in a thread that takes longer is recorded as parse_timeout and its links "
                                 "are not followed.", "s", min=0.001)
     threads: int = _f(2, "Threads for parsing large pages.", min=1)
+    content_seen_size: int = _f(1_048_576, "Body fingerprints the content-seen test holds (8.2 bytes each, allocated "
+                                           "at start); when full it forgets (CLOCK): a forgotten mirror's links are "
+                                           "followed again, but no page's links are ever skipped wrongly. "
+                                           "0 = off. See docs/parsing.md.", "entries", min=0)
 
 
 @dataclass

@@ -7,7 +7,8 @@ one stylesheet at different paths, as real sites do (a per-language tree of
 shared files). The mirror's links lead into the mirror, so a crawler does not
 follow them (Mercator). A stylesheet's url() is relative to where it sits: the
 copy's images are the requisites of the pages that use the copy, so they are
-fetched, or those pages cannot be replayed from the WARC.
+fetched, or those pages cannot be replayed from the WARC. With
+`parse.content_seen_size: 0` the test is off and the mirror is followed too.
 
 A page with more links than `parse.max_links_per_page` is cut: a warning in
 the log, `links_dropped` in its crawl-log line, `links_truncated` in the
@@ -20,6 +21,7 @@ import asyncio
 import json
 import logging
 
+import pytest
 from aiohttp import web
 from prometheus_client import generate_latest
 
@@ -41,7 +43,8 @@ async def serve(handler) -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]
 
 
-async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tmp_path):
+@pytest.mark.parametrize("content_seen_size", [None, 0], ids=["default", "off"])
+async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tmp_path, content_seen_size):
     hits: list[str] = []
 
     async def handle(request: web.Request) -> web.Response:
@@ -72,8 +75,10 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
             "politeness": {"delay_factor": 0},
             "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
             "metrics": {"enabled": False, "progress_interval_s": 0},
+            "parse": {} if content_seen_size is None else {"content_seen_size": content_seen_size},
         })
-        summary = await asyncio.wait_for(Node(config, 0).run(), CRAWL_TIMEOUT_S)
+        node = Node(config, 0)
+        summary = await asyncio.wait_for(node.run(), CRAWL_TIMEOUT_S)
     finally:
         await runner.cleanup()
     pages = [p for p in hits if p != "/robots.txt"]
@@ -81,9 +86,16 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
     styled = sorted(p for p in pages if p.endswith((".css", ".png")) and not p.startswith("/m"))
     assert styled == ["/a/css/site.css", "/a/img/bg.png", "/b/css/site.css", "/b/img/bg.png"]
     # Of the two identical pages only one was read: the other's links (its deep page, its stylesheet) are
-    # the mirror's.
-    assert len([p for p in pages if p.startswith("/m") and p.endswith("/deep.html")]) == 1
-    assert len([p for p in pages if p.startswith("/m") and p.endswith(".css")]) == 1
+    # the mirror's. With the test off both were read: a forgotten body costs a parse, and nothing is fetched
+    # twice.
+    read = 2 if content_seen_size == 0 else 1
+    assert len([p for p in pages if p.startswith("/m") and p.endswith("/deep.html")]) == read
+    assert len([p for p in pages if p.startswith("/m") and p.endswith(".css")]) == read
+    assert len(pages) == len(set(pages))
+    snapshot = node.metrics_snapshot()
+    assert snapshot["duplicate_content"] == (0 if content_seen_size == 0 else 3)   # m2, two of three deep pages
+    assert snapshot["cache_capacity"]["content"] == config.parse.content_seen_size
+    assert snapshot["cache_entries"]["content"] == (0 if content_seen_size == 0 else 5)   # /, a, b, m, deep
     assert summary["due"]["merges"] >= 1
     assert summary["stop"] == "done"
 
