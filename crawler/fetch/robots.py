@@ -227,6 +227,7 @@ class RobotsCache(CacheState):
         self._lookups = {"hit": 0, "miss": 0, "expired": 0}
         self._by_source = {FETCHED: 0, MISSING: 0, ERROR: 0, DEAD: 0}
         self._shared = 0                             # entries stored for a redirect's target origin
+        self._reused = 0                             # chains that ended at a target origin already answered
         self._requests = 0
         self._redirects = 0
         self._evictions = 0
@@ -265,7 +266,13 @@ class RobotsCache(CacheState):
             rules = await self._revive(origin)
             if rules is not None:
                 return rules, []
-        results = await self._fetch_chain(origin)
+        results, known = await self._fetch_chain(origin)
+        if known is not None:
+            # The chain reached another origin's own /robots.txt, already answered: those rules, no request.
+            rules = dataclasses.replace(known)
+            self._store(origin, rules)
+            self._reused += 1
+            return rules, results
         res = results[-1]
         source = self._final_source(results)
         rules = await self._make_rules(source, res)
@@ -283,8 +290,10 @@ class RobotsCache(CacheState):
         self._share_with_target(origin, results, rules)
         return rules, results
 
-    async def _fetch_chain(self, origin: str) -> list[FetchResult]:
-        """GET /robots.txt and follow redirects, each request within robots.fetch_timeout_s.
+    async def _fetch_chain(self, origin: str) -> tuple[list[FetchResult], RobotsRules | None]:
+        """GET /robots.txt and follow redirects, each request within robots.fetch_timeout_s; also the
+        fresh rules of the origin whose own /robots.txt a redirect leads to, if they are cached (then the
+        chain stops there: http -> https after the https origin's robots.txt was fetched is not fetched again).
 
         A redirect to the same host (http -> https, another path) waits the host's politeness delay
         after the request before (`hop_delay_s`): the worker holds that host, and the next request
@@ -312,10 +321,27 @@ class RobotsCache(CacheState):
             except ValueError:
                 break
             self._redirects += 1
+            known = self._known_target(origin, target)
+            if known is not None:
+                return results, known
             if self._hop_delay_s is not None and host_of_url(target) == host_of_url(url):
                 await asyncio.sleep(self._hop_delay_s(res.duration_s))
             url = target
-        return results
+        return results, None
+
+    def _known_target(self, origin: str, target: str) -> RobotsRules | None:
+        """Fresh cached rules of another origin whose own /robots.txt `target` is (an error entry is not
+        reused: that origin is being retried)."""
+        final = canonicalize(target)
+        if final is None:
+            return None
+        other = origin_of(final)
+        if other == origin or final != other + "/robots.txt":
+            return None
+        rules = self._rules.get(other)
+        if rules is None or rules.source == ERROR or rules.expires <= self._clock():
+            return None
+        return rules
 
     def _final_source(self, results: list[FetchResult]) -> str:
         """What the chain's last response means for the origin asked for."""
@@ -496,6 +522,7 @@ class RobotsCache(CacheState):
             "requests": self._requests,
             "redirects": self._redirects,
             "shared_with_target": self._shared,
+            "reused_from_target": self._reused,
             "cache_size": len(self._rules) + len(self._saved),
             "evictions": self._evictions,
             "restored": self._restored,

@@ -65,6 +65,8 @@ def make_app(hits: dict[str, int]) -> web.Application:
             return web.Response(body=b"User-agent: *\nDisallow: /r/\n")
         if name == "cross":
             return web.Response(status=302, headers={"Location": f"http://ok.robots.test:{port}/robots.txt"})
+        if name == "crossbroken":
+            return web.Response(status=302, headers={"Location": f"http://broken.robots.test:{port}/robots.txt"})
         if name == "loop":
             return web.Response(status=302, headers={"Location": f"/robots.txt?hop={hits[name]}"})
         if name == "badredirect":
@@ -260,12 +262,28 @@ async def test_redirect_cross_origin_is_followed(site, make_cache):
     assert cache.stats()["shared_with_target"] == 1 and hits["ok"] == 1
 
 
-async def test_redirect_target_with_a_fresh_entry_keeps_it(site, make_cache):
+async def test_redirect_target_with_a_fresh_entry_keeps_it_and_is_not_fetched_again(site, make_cache):
+    """ok's robots.txt was fetched first; cross redirects to it: its answer is taken, not requested again
+    (http -> https after the https origin was crawled first)."""
     port, hits = site
     cache = await make_cache(max_bytes=512000)
     own, _ = await cache.fetch(origin("ok", port))
-    await cache.fetch(origin("cross", port))
-    assert cache.lookup(origin("ok", port)) is own and cache.stats()["shared_with_target"] == 0
+    rules, results = await cache.fetch(origin("cross", port))
+    assert [r.status for r in results] == [302] and hits["ok"] == 1 and hits["cross"] == 1
+    assert rules.source == "fetched" and not rules.allowed(origin("cross", port) + "/private/x")
+    assert cache.lookup(origin("cross", port)) is rules
+    assert cache.lookup(origin("ok", port)) is own
+    assert cache.stats()["shared_with_target"] == 0 and cache.stats()["reused_from_target"] == 1
+
+
+async def test_redirect_target_in_error_is_fetched_again(site, make_cache):
+    """An error entry of the target is being retried: the chain does not reuse it."""
+    port, hits = site
+    cache = await make_cache(max_bytes=512000)
+    await cache.fetch(origin("broken", port))
+    assert hits["broken"] == 1
+    await cache.fetch(origin("crossbroken", port))
+    assert hits["broken"] == 2 and cache.stats()["reused_from_target"] == 0
 
 
 async def test_redirect_to_another_path_is_not_shared(site, make_cache):
