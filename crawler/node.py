@@ -730,6 +730,9 @@ class Node:
         if not self.storage_error:
             self.storage_error = f"{exc.strerror or exc}: {exc.filename or self.data_dir}"
             self.frontier.stop_journal(exc)      # from now on links are dropped: record no page as done
+            # The DUE releases nothing more: the URLs it handed out last may be the ones the frontier
+            # failed to record (a checkpoint in progress, a submit after an await would release them).
+            self.due.hold(exc)
             log.error("node %d: cannot write its state (%s); stopping. Free space and start it again: it "
                       "resumes from what is on disk.", self.node_id, self.storage_error)
         self.stop("storage_error")

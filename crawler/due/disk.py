@@ -47,6 +47,7 @@ loss is bounded by `journal_fsync_s`.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import threading
@@ -202,6 +203,7 @@ class DiskDUE(DUE):
         self.on_merge_done: Callable[[], None] | None = None
         self._synced_now()
         self._closed = False
+        self._held: OSError | None = None         # set by hold(): the caller can no longer record URLs
         self.restore()
 
     # --- the DUE interface -------------------------------------------------------
@@ -264,6 +266,8 @@ class DiskDUE(DUE):
 
     def flush(self) -> list[str]:
         """Merge everything buffered now; returns the new URLs (also those of earlier merges)."""
+        if self._held is not None:
+            self._raise_held()
         if self._delivered:
             self._release_delivered()
         if self._peek_pending:
@@ -278,6 +282,8 @@ class DiskDUE(DUE):
         """Merge the whole buffer in the background now (an early merge: the frontier runs low);
         its new URLs come out of the next `submit` or `poll`. Without `due.background` the merge
         runs here and `poll` returns its URLs."""
+        if self._held is not None:
+            self._raise_held()
         self._collect_if_done()
         if self._job is not None or not self._n:
             return False
@@ -289,6 +295,8 @@ class DiskDUE(DUE):
 
     def poll(self) -> list[str]:
         """Collect a finished background merge (never waits); returns the new URLs found so far."""
+        if self._held is not None:
+            self._raise_held()
         self._collect_if_done()
         if self._ready or self._undelivered:
             return self._deliver()
@@ -352,6 +360,8 @@ class DiskDUE(DUE):
     def checkpoint(self) -> None:
         """Make everything accepted durable now (journal fsync; committed merges already are)
         and finish deleting released journal segments."""
+        if self._held is not None:
+            self._raise_held()
         if self._delivered:
             self._release_delivered()
         if self._peek_pending:
@@ -402,6 +412,8 @@ class DiskDUE(DUE):
         if self._closed:
             return
         try:
+            if self._held is not None:
+                return                               # left as a crash leaves it (hold)
             if self._peek_pending:
                 self._log_peeked()
             if self._job is not None:
@@ -425,6 +437,30 @@ class DiskDUE(DUE):
             self._journal.shutdown()
             self._set.close()
             self._cache.close()
+
+    def hold(self, error: OSError) -> None:
+        """The caller cannot record what this DUE hands out any more (its frontier's journal failed: a full
+        disk). From now on nothing is released, logged or written, and every call raises `error`'s kind
+        of OSError: what is on disk stays as a crash would leave it, so a restart hands out again the URLs
+        of every merge not released before this call, including those the caller just failed to record.
+        Without it, any later call (the node's periodic checkpoint, a submit after an await) released them.
+        A running background merge may still commit; its URLs come out at the restart like any unreleased."""
+        if self._held is None:
+            self._held = error
+            front = self._front
+            front.attention = True
+            front.slow = self._held_submit
+            front.finish = None
+
+    def _held_submit(self, fps, urls) -> list[str]:
+        self._raise_held()
+        return []
+
+    def _raise_held(self) -> None:
+        error = self._held
+        assert error is not None
+        raise OSError(error.errno or errno.EIO, f"the DUE in {self.directory} is held after a storage error "
+                                                f"({error.strerror or error}); restart the node to resume")
 
     # --- recovery ----------------------------------------------------------------
 
@@ -643,6 +679,8 @@ class DiskDUE(DUE):
         now and then, not for every submit. A crash before that merge commits hands such URLs out
         again on restart, like the URLs of an unreleased merge (at most one buffer).
         """
+        if self._held is not None:
+            self._raise_held()
         if self._peek_pending:
             self._log_peeked()                       # the last peek's URLs are queued by now
         n = self._n
@@ -700,7 +738,7 @@ class DiskDUE(DUE):
     def _log_peeked(self) -> None:
         """Append the fingerprints the last peeks handed out to PEEK_LOG, so a restart does not hand them
         out again: the restored buffer holds them, and the restored early set makes its merge skip them."""
-        if self._peek_pending:
+        if self._peek_pending and self._held is None:
             with open(self._peek_log, "ab") as log_file:
                 log_file.write(np.asarray(self._peek_pending, dtype=FP_DTYPE).tobytes())
             self._peek_pending = []
@@ -739,6 +777,8 @@ class DiskDUE(DUE):
     def _release_delivered(self) -> None:
         """The caller has the URLs of these merges: their journal segments can go
         (deleted by the journal's helper thread: off the hot path)."""
+        if self._held is not None:
+            return                                   # the caller may not have them after all (hold)
         for release in self._delivered:
             self._release(release, soon=True)
         self._delivered = []

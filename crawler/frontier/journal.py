@@ -32,7 +32,6 @@ A torn last line (power loss mid-write) is ignored with a warning.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler.due.diskset import fsync_dir
+from crawler.fsutil import short_write_error
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class Journal:
         try:
             written = os.write(self._fd, data)
             if written != len(data):
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)", str(self.path))
+                raise short_write_error(self.path, written, len(data))
         except OSError as exc:
             if self._on_error is None:
                 raise

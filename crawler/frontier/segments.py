@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawler.frontier.journal import numbered_files
+from crawler.fsutil import short_write_error
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class SegmentStore:
         offset = self._current_size
         written = os.pwrite(self._fd(seg, create=True), record, offset)
         if written != len(record):
-            raise OSError(f"short write to {segment_path(self.directory, seg)}: {written} of {len(record)} bytes")
+            raise short_write_error(segment_path(self.directory, seg), written, len(record))
         self._current_size += written
         self._dirty.add(seg)
         self._live[seg] = self._live.get(seg, 0) + 1

@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from crawler.fsutil import short_write_error
 from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, FrameType, batch_seq
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class Spool:
         if written != RECORD.size + len(frame):   # disk full mid-record: drop the torn tail
             os.ftruncate(self._write_fd, seg.size_bytes)
             self.stats.write_errors += 1
-            raise OSError("short write to spool segment %s" % seg.path)
+            raise short_write_error(seg.path, written, RECORD.size + len(frame))
         seg.size_bytes += written
         seg.live += 1
         self.stats.spilled_total += 1

@@ -9,6 +9,7 @@ loopback port where nothing listens.
 
 from __future__ import annotations
 
+import errno
 import asyncio
 import json
 import logging
@@ -371,3 +372,10 @@ def test_fresh_removes_the_state_directory_and_resume_needs_state_json(tmp_path)
     assert not state.exists() and not node.resuming
     assert [p.name for p in node.parts] == ["due", "frontier", "counters"]     # start() adds the caches
     node.due.close()
+
+
+def test_a_short_write_is_a_storage_error_in_the_systems_words():
+    from crawler.fsutil import short_write_error
+    exc = short_write_error("/data/x.log", 32, 54)
+    assert exc.errno == errno.ENOSPC and exc.filename == "/data/x.log"
+    assert exc.strerror.startswith("No space left on device") and "32 of 54 bytes" in exc.strerror
