@@ -301,9 +301,15 @@ class Resolver(AbstractResolver, CacheState):
 
     # --- checkpoint (crawler/state.py) ----------------------------------------------
 
-    def _records(self) -> Iterator[dict]:
-        now, wall = self._clock(), time.time()
-        for name, e in self._cache.items():          # written synchronously: the cache cannot change meanwhile
+    def _snapshot(self) -> tuple[float, float, dict[str, _Entry]]:
+        """A shallow copy, on the loop (~10 ms at 1,000,000 names): entries are replaced by
+        `_store`, never changed once stored, so the writer thread may read them."""
+        return self._clock(), time.time(), self._cache.copy()
+
+    @staticmethod
+    def _records(snapshot: tuple[float, float, dict[str, _Entry]]) -> Iterator[dict]:
+        now, wall, cache = snapshot
+        for name, e in cache.items():
             if e.expires <= now:
                 continue
             record = {"name": name, "expires_at": round(wall + (e.expires - now), 3)}
@@ -397,10 +403,11 @@ class Resolver(AbstractResolver, CacheState):
         }
 
     async def close(self) -> None:
-        """Cancel lookups in flight and release the c-ares channel."""
+        """Cancel lookups in flight, release the c-ares channel, wait for a save still being written."""
         for task in list(self._inflight.values()):
             task.cancel()
         self._inflight.clear()
         if self._channel is not None:
             channel, self._channel = self._channel, None
             await channel.close()
+        await self.wait_saved()

@@ -48,7 +48,7 @@ from crawler.frontier.journal import (
     write_checkpoint,
 )
 from crawler.frontier.policy import GlobalEstimates, HostPolicy, HostStats, HostView, url_key
-from crawler.frontier.segments import DEFAULT_SEGMENT_BYTES, ChunkError, ChunkRef, SegmentStore
+from crawler.frontier.segments import DEFAULT_SEGMENT_BYTES, ChunkError, ChunkFile, ChunkRef, SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -697,12 +697,15 @@ class Frontier:
             hosts.append((h.name, wall + (h.ready_at - mono) if h.ready_at > mono else 0.0, h.ip,
                           None if s is None else [s.connect_s, s.response_s, s.fetches, s.connections],
                           [c.as_list() for c in h.chunks], extra, h.inflight, list(h.head), list(h.tail)))
+        # The queues held in RAM go to a segment of the checkpoint's own (written by the writer).
+        ram_seg = self._store.reserve()
+        referenced.add(ram_seg)
         # Until the new checkpoint is durable the old one is the recovery point: keep both
         # their segments (a chunk named by the snapshot may be consumed while it is written).
         self._store.pin(self._store.pinned | referenced)
         fds = self._store.dirty_fds() + ([old_fd] if old_fd is not None else [])
         return _CheckpointPlan(self.directory, gen, self._seq, sorted(self._done), hosts,
-                               [u for _, _, _, u in self._unconfirmed], referenced, fds, t0)
+                               [u for _, _, _, u in self._unconfirmed], referenced, fds, t0, ram_seg)
 
     def _journal_failed(self, exc: OSError) -> None:
         if self.on_storage_error is None:
@@ -850,9 +853,10 @@ class Frontier:
             h.stats = HostStats(c, r, int(fetches), int(connections))
             self._estimates.replace(None, h.stats)
         key = self._key
-        for seq, q, url, first in rec.ram:
-            heapq.heappush(h.head, (FIRST if first else key(seq, q), seq, q, url))
-            h.qsum += q
+        if rec.ram:
+            h.head += [(FIRST if first else key(seq, q), seq, q, url) for seq, q, url, first in rec.ram]
+            heapq.heapify(h.head)
+            h.qsum += sum(row[1] for row in rec.ram)
         h.queued += len(rec.ram)
         self._ram += len(rec.ram)
         for row in rec.chunks:
@@ -928,6 +932,7 @@ class _CheckpointPlan:
     referenced: set[int]
     segment_fds: list[int]          # duplicates of the segments written since the last sync; closed here
     t0: float
+    ram_seg: int                    # the segment number the RAM queues are written to (see _write_plan)
     future: Future | None = None
 
 
@@ -947,19 +952,38 @@ def _write_plan(plan: _CheckpointPlan) -> None:
         for fd in plan.segment_fds:
             os.close(fd)
         plan.segment_fds = []
-    write_checkpoint(plan.directory, plan.gen, plan.seq, plan.done, _host_records(plan.hosts),
-                     unconfirmed=plan.unconfirmed)
+    # The RAM queues' segment is complete and fsynced before the checkpoint that names it is.
+    # Should the checkpoint fail, the segment is deleted with the next one's `pin` (or at restore).
+    ram = ChunkFile(plan.directory, plan.ram_seg)
+    try:
+        records = list(_host_records(plan.hosts, ram))
+    finally:
+        ram.close()
+    write_checkpoint(plan.directory, plan.gen, plan.seq, plan.done, iter(records), unconfirmed=plan.unconfirmed)
 
 
-def _host_records(hosts: list[tuple]) -> Iterator[HostRecord]:
-    """A snapshot's hosts as checkpoint records: what is in flight or unconfirmed first (fetched
-    first again after a crash), then the RAM head in order, then the tail."""
+def _host_records(hosts: list[tuple], ram: ChunkFile) -> Iterator[HostRecord]:
+    """A snapshot's hosts as checkpoint records: what is in flight, unconfirmed or put back first
+    (fetched first again after a crash) in the record itself; the rest of the RAM head and the tail
+    as one chunk in `ram`, named before the host's spilled chunks (the order they are taken in).
+
+    As a chunk, a restore reads a host's RAM queue when the host's turn comes: parsed as JSON
+    rows at restore, the ~10M URLs refilled heads hold at 30M queued took ~45 s to load."""
     for name, next_ok_wall, ip, stats, chunks, extra, inflight, head, tail in hosts:
-        ram = list(extra or ())
+        first = list(extra or ())
         url = None
         if inflight is not None:
             seq, q, url = inflight
-            ram.insert(0, [seq, q, url, 1])
-        ram += [[seq, q, u, 1 if key == FIRST else 0] for key, seq, q, u in sorted(head)]
-        ram += [[seq, q, u, 0] for seq, q, u in tail]
-        yield HostRecord(name, next_ok_wall, ip, stats, chunks, ram, url)
+            first.insert(0, [seq, q, url, 1])
+        queued = []
+        put_back = []
+        for entry in head:
+            if entry[0] == FIRST:
+                put_back.append(entry)
+            else:
+                queued.append(entry[1:])
+        first += [[seq, q, u, 1] for _, seq, q, u in sorted(put_back)]
+        queued += tail
+        if queued:
+            chunks = [ram.write(queued).as_list()] + chunks
+        yield HostRecord(name, next_ok_wall, ip, stats, chunks, first, url)

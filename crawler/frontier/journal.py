@@ -4,8 +4,12 @@ State on disk (`<data_dir>/frontier/`):
 
     checkpoint-<g>.jsonl   the whole frontier at one moment: a header line,
                            then one line per host (its chunk references, the
-                           URLs it held in RAM, the URL it had in flight,
-                           when it may next be contacted, its estimates)
+                           URL it had in flight and those put back or not
+                           confirmed, when it may next be contacted, its
+                           estimates); the rest of the URLs it held in RAM
+                           are one more chunk, first in its list, in a
+                           segment the checkpoint writes for itself (older
+                           checkpoints hold them as rows here: still read)
     journal-<g>.log        everything since checkpoint g, one line each:
                              a <seq> <quality> <host> <url>   URL added
                              s <host> <url>                   fetch started

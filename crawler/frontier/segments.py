@@ -72,6 +72,54 @@ def existing_segments(directory: Path) -> dict[int, Path]:
     return numbered_files(directory, SEGMENT_NAME)
 
 
+def encode_chunk(entries: list[Entry]) -> bytes:
+    """One chunk record: header and payload (see the module docstring)."""
+    payload = "".join(f"{seq}\t{q!r}\t{url}\n" for seq, q, url in entries).encode("utf-8", "surrogatepass")
+    return RECORD_HEAD.pack(RECORD_MAGIC, len(entries), len(payload), zlib.crc32(payload)) + payload
+
+
+def chunk_ref(entries: list[Entry], seg: int, offset: int, length: int) -> ChunkRef:
+    """The reference of `entries` written as one record at `offset` of segment `seg`."""
+    qs = [q for _, q, _ in entries]
+    return ChunkRef(seg, offset, length, len(entries), max(qs), sum(qs), min(seq for seq, _, _ in entries))
+
+
+class ChunkFile:
+    """A segment written whole by someone other than the store (a checkpoint's writer thread, with
+    a number from `SegmentStore.reserve`): created on the first chunk; `close` fsyncs it. A
+    restore reads its chunks like any other segment's."""
+
+    def __init__(self, directory: Path, number: int) -> None:
+        self.path = segment_path(directory, number)
+        self.number = number
+        self._file = None
+        self._size = 0
+
+    def write(self, entries: list[Entry]) -> ChunkRef:
+        """Append one chunk; returns where it is."""
+        if self._file is None:
+            self._file = open(self.path, "wb")
+        record = encode_chunk(entries)
+        self._file.write(record)
+        offset, self._size = self._size, self._size + len(record)
+        return chunk_ref(entries, self.number, offset, len(record))
+
+    def close(self) -> None:
+        """Flush and fsync (the caller fsyncs the directory before naming the file anywhere)."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def discard(self) -> None:
+        """Close and delete it (the checkpoint that would have named it failed)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.path.unlink(missing_ok=True)
+
+
 class SegmentStore:
     """Writes chunks to the current segment, reads them back, deletes segments nobody needs."""
 
@@ -108,12 +156,10 @@ class SegmentStore:
     # --- writing ------------------------------------------------------------
     def write(self, entries: list[Entry]) -> ChunkRef:
         """Append one chunk (a run of one host's queue, in order); returns where it is."""
-        payload = "".join(f"{seq}\t{q!r}\t{url}\n" for seq, q, url in entries).encode("utf-8", "surrogatepass")
-        record = RECORD_HEAD.pack(RECORD_MAGIC, len(entries), len(payload), zlib.crc32(payload)) + payload
+        record = encode_chunk(entries)
         seg, offset = self._append(record)
         self.chunks_written += 1
-        qs = [q for _, q, _ in entries]
-        return ChunkRef(seg, offset, len(record), len(entries), max(qs), sum(qs), min(seq for seq, _, _ in entries))
+        return chunk_ref(entries, seg, offset, len(record))
 
     def _append(self, record: bytes) -> tuple[int, int]:
         """Write one record at the end of the current segment (sealing it first if full)."""
@@ -138,6 +184,14 @@ class SegmentStore:
         self._current_size = 0
         if self._live.get(seg, 0) == 0 and seg not in self._pinned:
             self._delete(seg)
+
+    def reserve(self) -> int:
+        """A segment number for a `ChunkFile` written elsewhere; the store appends to later ones."""
+        if self._current_size or self._current in self._fds:
+            self._seal()
+        number = self._current
+        self._current += 1
+        return number
 
     # --- reading ------------------------------------------------------------
     def read(self, ref: ChunkRef) -> list[Entry]:

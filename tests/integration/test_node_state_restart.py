@@ -206,7 +206,7 @@ async def test_dns_cache_restored_from_the_node_state_asks_no_query(tmp_path):
             assert await first.resolve_host("a.test") == ["127.0.0.5"]
             with pytest.raises(DnsError):
                 await first.resolve_host("nope.test")
-            first.save(store)
+            await first.save(store)
         finally:
             await first.close()
         before = (dnsmasq.queries("a.test"), dnsmasq.queries("nope.test"))

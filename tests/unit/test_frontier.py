@@ -248,3 +248,43 @@ async def test_a_journal_failure_in_a_direct_get_returns_none(tmp_path):
         os.close(journal._fd)
         journal._fd = real_fd
         f.shutdown()
+
+
+async def test_ram_queues_restore_as_chunks_in_order_with_put_back_urls_first(tmp_path):
+    """A checkpoint writes the queues held in RAM to a segment of its own: a restore loads none of
+    them (they are read when their host's turn comes), hands them out in the same order, and a
+    URL put back or in flight at the checkpoint still comes first."""
+    config = FrontierConfig(resume_wait_s=0.0)
+    f = Frontier(config, workers=2, directory=tmp_path)
+    for name in ("a.test", "b.test"):
+        f.add_many([(f"http://{name}/{i}", name, 0.0) for i in range(50)])
+    host, url = await asyncio.wait_for(f.get(), 1)
+    f.requeue(host, url)                                  # put back: first again
+    in_flight = await asyncio.wait_for(f.get(), 1)        # in flight at the checkpoint
+    f.checkpoint()
+    f.shutdown()
+    again = Frontier(config, workers=2, directory=tmp_path)
+    assert again.queued == 100 and again.stats()["ram_urls"] == 2      # the put-back and in-flight URLs
+    order: dict[str, list[int]] = {"a.test": [], "b.test": []}
+    for _ in range(100):
+        host, url = await asyncio.wait_for(again.get(), 1)
+        order[host].append(int(url.rsplit("/", 1)[1]))
+        again.release(host, 0.0)
+    assert order == {"a.test": list(range(50)), "b.test": list(range(50))}
+    assert in_flight[1].endswith("/0") and again.stats()["chunk_errors"] == 0
+    again.shutdown()
+
+
+async def test_a_checkpoint_with_ram_queues_as_json_rows_still_restores(tmp_path):
+    """Checkpoints written before RAM queues went to a segment hold them as JSON rows: still read."""
+    from crawler.frontier.journal import HostRecord, write_checkpoint
+    rows = [[i, 0.0, f"http://a.test/{i}", 1 if i == 7 else 0] for i in range(10)]
+    write_checkpoint(tmp_path, 1, 10, [], iter([HostRecord("a.test", ram=rows)]))
+    f = Frontier(FrontierConfig(resume_wait_s=0.0), workers=1, directory=tmp_path)
+    urls = []
+    for _ in range(10):
+        host, url = await asyncio.wait_for(f.get(), 1)
+        urls.append(int(url.rsplit("/", 1)[1]))
+        f.release(host, 0.0)
+    assert urls == [7, 0, 1, 2, 3, 4, 5, 6, 8, 9]
+    f.shutdown()

@@ -13,13 +13,14 @@ import errno
 import asyncio
 import json
 import logging
+import threading
 import time
 
 import pytest
 from aiohttp import web
 
 from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
-from crawler.fetch.dns import DnsError, Resolver
+from crawler.fetch.dns import DnsError, Resolver, _Entry
 from crawler.fetch.fetcher import Fetcher
 from crawler.fetch.guard import PrivateAddressError
 from crawler.fetch.robots import DEAD, ERROR, FETCHED, MISSING, RobotsCache
@@ -184,7 +185,7 @@ async def test_robots_round_trip_makes_no_request(tmp_path, robots_site, make_ro
     first = make_robots()
     for name in ("ok", "missing", "broken"):
         await first.fetch(origin(name, port))
-    first.save(store)
+    await first.save(store)
     assert hits == {"ok": 1, "missing": 1, "broken": 1}
 
     second = make_robots()
@@ -240,7 +241,7 @@ async def test_robots_error_failures_carry_over_a_restart(tmp_path, robots_site,
     assert cache.lookup(origin("broken", port)) is None                # expired: fetch again
     rules, made = await cache.fetch(origin("broken", port))
     assert len(made) == 1 and rules.source == ERROR and rules.failures == 3
-    cache.save(store)
+    await cache.save(store)
     saved = store.read("robots", 1)
     assert saved[0]["failures"] == 3 and "text" not in saved[0]
 
@@ -253,7 +254,7 @@ async def test_robots_dead_entries_and_reasons_survive_a_restart(tmp_path, robot
     dead, made = await first.fetch("http://127.0.0.1:9")          # only a private address: permanent
     broken, _ = await first.fetch(origin("broken", port))
     assert dead.source == DEAD and len(made) == 1
-    first.save(store)
+    await first.save(store)
     records = {r["origin"]: r for r in store.read("robots", 1)}
     assert records["http://127.0.0.1:9"]["reason"] == "private_address"
     assert records[origin("broken", port)]["reason"] == "http_503"
@@ -281,13 +282,13 @@ async def test_robots_save_is_skipped_when_nothing_changed(tmp_path, robots_site
     store = StateStore(tmp_path)
     cache = make_robots()
     await cache.fetch(origin("ok", port))
-    cache.save(store)
+    await cache.save(store)
     stamp = store.path("robots").stat().st_mtime_ns
     store.path("robots").write_text("stale")                 # would be replaced by a real write
-    cache.save(store)
+    await cache.save(store)
     assert store.path("robots").read_text() == "stale"
     await cache.fetch(origin("missing", port))
-    cache.save(store)
+    await cache.save(store)
     assert len(store.read("robots", 1)) == 2 and store.path("robots").stat().st_mtime_ns >= stamp
 
 
@@ -334,7 +335,7 @@ async def test_dns_round_trip_serves_without_queries_and_reapplies_the_guard(tmp
         await resolver.resolve_host("old.test")              # expired: dropped, so it was queried (and failed)
     assert resolver.stats()["queries"] == 1
 
-    resolver.save(store)
+    await resolver.save(store)
     saved = {r["name"]: r for r in store.read("dns", 1)}
     assert saved["mixed.test"]["addresses"] == ["10.0.0.7", "93.184.216.35"]       # what the server said
     assert saved["gone.test"]["reason"] == "dns_nxdomain" and abs(saved["pub.test"]["expires_at"] - (now + 60)) < 1
@@ -347,13 +348,120 @@ async def test_dns_overrides_are_not_state_and_bad_records_are_a_skip(tmp_path, 
     store = StateStore(tmp_path)
     resolver = make_resolver(overrides={"*.web.test": "127.0.0.1"})
     assert await resolver.resolve_host("a.web.test") == ["127.0.0.1"]
-    resolver.save(store)
+    await resolver.save(store)
     assert store.read("dns", 1) == []                         # overrides are never cached
     store.write("dns", 1, [{"name": "x.test", "addresses": ["not-an-address"], "expires_at": time.time() + 60}])
     fresh = make_resolver()
     with caplog.at_level(logging.WARNING, logger="crawler.state"):
         restore_all([fresh], store)
     assert fresh.stats()["cache_size"] == 0 and "dns starts empty" in caplog.text
+
+
+# --- saves run off the event loop ------------------------------------------------------------------
+
+class _GatedStore(StateStore):
+    """A store whose write() waits, in its thread, until the test opens `gate` (or fails with `error`)."""
+
+    def __init__(self, directory, error: OSError | None = None) -> None:
+        super().__init__(directory)
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        self.error = error
+        self.writing = 0                 # writes running now (never more than one)
+        self.most_at_once = 0
+        self.threads: list[int] = []
+
+    def write(self, name, version, records):
+        self.writing += 1
+        self.most_at_once = max(self.most_at_once, self.writing)
+        self.threads.append(threading.get_ident())
+        self.started.set()
+        try:
+            assert self.gate.wait(10), "the loop never opened the gate: write() ran on it"
+            if self.error is not None:
+                raise self.error
+            return super().write(name, version, records)
+        finally:
+            self.writing -= 1
+
+
+def _fill(resolver: Resolver, n: int, first: int = 0) -> None:
+    expires = time.monotonic() + 60
+    for i in range(first, first + n):
+        addr = (f"93.184.{i >> 8 & 255}.{i & 255}",)
+        resolver._store(f"h{i}.test", _Entry(addr, addr, None, "", expires))
+
+
+async def _open_gate_when_started(store: _GatedStore) -> int:
+    """Runs on the loop while a save is in flight: ticks until the write started, then lets it go."""
+    ticks = 0
+    while not store.started.is_set():
+        await asyncio.sleep(0.001)
+        ticks += 1
+    store.gate.set()
+    return ticks
+
+
+async def test_a_save_writes_in_a_thread_while_the_loop_runs(tmp_path, make_resolver):
+    resolver = make_resolver()
+    _fill(resolver, 1000)
+    store = _GatedStore(tmp_path)
+    saving = asyncio.create_task(resolver.save(store))
+    # The write waits for this coroutine, on the loop: done at all means the loop ran during the save.
+    await _open_gate_when_started(store)
+    await saving
+    assert store.threads and threading.get_ident() not in store.threads
+    assert len(store.read("dns", 1)) == 1000
+
+
+async def test_a_save_writes_the_cache_as_it_was_when_it_started(tmp_path, make_resolver):
+    resolver = make_resolver()
+    _fill(resolver, 10)
+    store = _GatedStore(tmp_path)
+    saving = asyncio.create_task(resolver.save(store))
+    while not store.started.is_set():
+        await asyncio.sleep(0.001)
+    _fill(resolver, 5, first=10)                 # changed while the file is written
+    store.gate.set()
+    await saving
+    assert len(store.read("dns", 1)) == 10
+    await resolver.save(store)                   # the changes made meanwhile are written by the next save
+    assert len(store.read("dns", 1)) == 15
+
+
+async def test_a_failed_save_raises_in_the_caller_and_is_tried_again(tmp_path, make_resolver):
+    resolver = make_resolver()
+    _fill(resolver, 10)
+    store = _GatedStore(tmp_path, error=OSError(28, "No space left on device"))
+    store.gate.set()
+    with pytest.raises(OSError) as err:
+        await save_all([resolver], store)
+    assert err.value.errno == 28
+    store.error = None
+    await resolver.save(store)                   # not counted as saved: written now
+    assert len(store.read("dns", 1)) == 10
+
+
+async def test_a_cancelled_save_is_waited_for_by_the_next_one_and_by_close(tmp_path, make_resolver):
+    resolver = make_resolver()
+    _fill(resolver, 10)
+    store = _GatedStore(tmp_path)
+    cut = asyncio.create_task(resolver.save(store))
+    while not store.started.is_set():
+        await asyncio.sleep(0.001)
+    cut.cancel()                                 # a node stopping mid-checkpoint
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    _fill(resolver, 1, first=10)
+    store.started.clear()
+    final = asyncio.create_task(resolver.save(store, final=True))
+    await asyncio.sleep(0.05)
+    assert not store.started.is_set()            # the second write waits for the first
+    store.gate.set()
+    await final
+    await resolver.close()
+    assert store.most_at_once == 1 and len(store.threads) == 2
+    assert len(store.read("dns", 1)) == 11
 
 
 # --- the node's use of the protocol ---------------------------------------------------------------
