@@ -33,7 +33,6 @@ unconfirmed when they resumed, plus what their DUEs counted as emitted twice.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -496,7 +495,3 @@ class ChaosRun:
 
 def run_seed(tmp: Path, seed: int, plan: Plan, log=print) -> Outcome:
     return ChaosRun(tmp, seed, plan, log).run()
-
-
-def plan_with(plan: Plan, **changes) -> Plan:
-    return dataclasses.replace(plan, **changes)
