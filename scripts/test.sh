@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs the Debian packages the
 # tests start as real servers (nginx, dnsmasq, redis, prometheus, tinyproxy,
-# microsocks), GNU wget (the reference crawler) and the documentation packages
+# microsocks), GNU wget (the reference crawler), iptables (the chaos test) and the documentation packages
 # whose HTML sites the real-web tests crawl, installs the project with its test
 # extras, then runs pytest. Extra arguments go to pytest.
 set -euo pipefail
@@ -17,6 +17,7 @@ have ip           || missing+=(iproute2)
 have tinyproxy    || missing+=(tinyproxy)
 have microsocks   || missing+=(microsocks)
 have wget         || missing+=(wget)
+have iptables     || missing+=(iptables)   # the chaos test's partitions and lossy link (tests/faults/chaos_support.py)
 # Real sites nobody here wrote, each from another generator (tests/integration/realsites.py).
 for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide postfix-doc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
