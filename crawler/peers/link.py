@@ -13,7 +13,10 @@ Backpressure choice: while the peer is up, a full `pending` makes `put`
 await (a slow receiver slows the splitter). While the peer is down, `put`
 never waits: once the queue is full, or the peer has been down for
 `spill_after_s`, the queue and every new batch go to the spool, and the
-splitter keeps crawling. Only when the spool cannot be written (disk full)
+splitter keeps crawling; so do the batches a dead connection left
+unacknowledged that live only in memory (ahead of everything unread), or
+the pages whose links they carry could not be confirmed until the peer is
+back (a crash meanwhile re-fetched them all). Only when the spool cannot be written (disk full)
 does `put` wait while the peer is down.
 
 A peer that accepts TCP and says nothing fails the handshake timeout; one
@@ -270,11 +273,22 @@ class PeerLink:
     def _down_too_long(self) -> bool:
         return time.monotonic() - self.down_since >= self.opts.spill_after_s
 
+    def _memory_resend(self) -> list[Batch]:
+        """Batches a dead connection left unacknowledged that exist only in memory."""
+        return [b for b in self.resend if b.segment is None]
+
     def _spill(self) -> bool:
-        """Move the whole pending queue to the spool, oldest first; False if the disk refused."""
+        """Move what is only in memory to the spool: a dead connection's unacknowledged batches (read
+        first: they are the oldest), then the whole pending queue, oldest first; False if the disk
+        refused. Until then the pages whose links they carry cannot be confirmed (`durable_through`)."""
         if time.monotonic() < self._spool_retry_at:
             return False
         try:
+            memory = self._memory_resend()
+            if memory:
+                self.spool.prepend([b.frame for b in memory])
+                self.resend = deque(b for b in self.resend if b.segment is not None)
+                self.counters.batches_spilled += len(memory)
             while self.pending:
                 self.spool.append([self.pending[0].frame])
                 self.pending.popleft()
@@ -377,12 +391,13 @@ class PeerLink:
         self._nudge.clear()
         while not self._stop.is_set() and not self._last_try:
             now = time.monotonic()
-            if self.pending and self._down_too_long():
+            in_memory = bool(self.pending) or any(b.segment is None for b in self.resend)
+            if in_memory and self._down_too_long():
                 self._spill()
             if now >= end:
                 return
             wait_s = end - now
-            if self.pending:               # wake to spill at the threshold, or to retry a refused spool
+            if in_memory:                  # wake to spill at the threshold, or to retry a refused spool
                 until_spill_s = self.down_since + self.opts.spill_after_s - now
                 wait_s = min(wait_s, until_spill_s if until_spill_s > 0 else SPOOL_RETRY_S)
             try:

@@ -117,6 +117,27 @@ class Spool:
             numbers.append(seg.number)
         return numbers
 
+    def prepend(self, frames: list[bytes]) -> None:
+        """Write batches older than everything unread into a segment of their own, to be read first, in
+        sequence order: a dead connection's unacknowledged batches that lived only in memory (the
+        receiver drops a batch numbered below one it processed, so order is not optional). On a
+        write error nothing of them stays queued here (they stay in the caller's memory)."""
+        if not frames:
+            return
+        self.seal()
+        entries = []
+        try:
+            for frame in sorted(frames, key=batch_seq):
+                seg, offset = self._write(frame)
+                entries.append((batch_seq(frame), seg.number, offset, len(frame)))
+        except OSError:
+            for _, number, _, _ in entries:
+                self._segments[number].live -= 1          # written, but not queued: the segment may go
+            raise
+        finally:
+            self.seal()
+        self._index.extendleft(reversed(entries))
+
     def dump(self, frames: list[bytes]) -> None:
         """At close: write batches that only lived in memory into a segment of their own.
 

@@ -245,6 +245,46 @@ async def test_peer_that_goes_silent_after_the_handshake_is_dropped(cluster):
     assert b.urls_from(0) == sent
 
 
+async def test_unacked_batches_of_a_dead_connection_spill_too_and_keep_their_order(cluster):
+    """A peer that takes batches and never ACKs, then goes: its window of batches lived only in memory.
+    Once the peer is down for spill_after_s they are on disk (durable: the node may confirm the pages
+    behind them), ahead of the spilled queue, and the real peer later gets everything in order.
+    Found by the chaos test: a partitioned node confirmed nothing for the whole outage."""
+    cfgs = node_configs(2)
+
+    async def mute(reader, writer):
+        try:
+            await server_handshake(reader, writer, me_id=1, known_ids=frozenset({0, 1}), cluster=CLUSTER,
+                                   secret=SECRET)
+            while await reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+    fake = await asyncio.start_server(mute, cfgs[1].host, cfgs[1].peer_port)
+    try:
+        a = await cluster(cfgs[0], cfgs, queue_batches=4, window_batches=3)
+        await wait_until(lambda: a.net.connected(1), what="fake peer up")
+        sent = [batch("unacked", i) for i in range(3)]
+        for urls in sent:
+            await asyncio.wait_for(a.net.send(1, urls), 2.0)
+        marks = a.net.marks()
+        await wait_until(lambda: a.net._link(1).unacked or a.net._link(1).resend, what="sent, not acked")
+        assert not a.net.durable(marks)
+    finally:
+        fake.close()
+        await fake.wait_closed()
+    await wait_until(lambda: a.net.stats()["links"][1]["disconnects"].get("silent", 0) >= 1, what="watchdog")
+    await wait_until(lambda: a.net.durable(marks), what="the dead connection's batches on disk")
+    later = [batch("later", i) for i in range(5)]
+    for urls in later:
+        await asyncio.wait_for(a.net.send(1, urls), 2.0)
+    b = await cluster(cfgs[1], cfgs)
+    await wait_until(lambda: all_idle(a, b), what="drained")
+    assert b.urls_from(0) == sent + later
+
+
 async def test_slow_receiver_makes_send_wait_with_bounded_memory(cluster):
     cfgs = node_configs(2)
     queue, window = 4, 2

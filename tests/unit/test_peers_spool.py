@@ -125,3 +125,19 @@ def test_sequence_numbers_never_repeat_across_restarts(tmp_path):
 
 def test_sequence_numbers_start_above_the_spool(tmp_path):
     assert SeqAllocator.open(tmp_path, floor=5000).next() == 5001
+
+
+def test_prepended_batches_are_read_first_in_order_and_survive_a_restart(tmp_path):
+    spool = Spool(tmp_path)
+    spool.append(frames([5, 6]))
+    spool.prepend(frames([4, 3]))                 # older than everything unread: a dead connection's window
+    assert spool.unread == 4
+    assert drain(spool) == [3, 4, 5, 6]
+    spool.close()
+    again = Spool(tmp_path)
+    again.prepend(frames([1, 2]))
+    again.append(frames([7]))
+    again.close()
+    third = Spool(tmp_path)                        # unacked: all back, sorted
+    assert drain(third) == [1, 2, 7]
+    third.close()
