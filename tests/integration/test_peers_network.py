@@ -215,10 +215,8 @@ async def test_peer_that_never_answers_does_not_block_the_sender(cluster):
     assert b.urls_from(0) == sent
 
 
-async def test_peer_that_goes_silent_after_the_handshake_is_dropped(cluster):
-    """Authenticates, then never ACKs nor PONGs: the watchdog drops it, batches spill, nothing waits forever."""
-    cfgs = node_configs(2)
-
+async def mute_peer(cfg: NodeConfig) -> asyncio.Server:
+    """A server at `cfg`'s address that authenticates as node 1, then reads and never ACKs nor PONGs."""
     async def mute(reader, writer):
         try:
             await server_handshake(reader, writer, me_id=1, known_ids=frozenset({0, 1}), cluster=CLUSTER,
@@ -229,7 +227,14 @@ async def test_peer_that_goes_silent_after_the_handshake_is_dropped(cluster):
             pass
         finally:
             writer.close()
-    fake = await asyncio.start_server(mute, cfgs[1].host, cfgs[1].peer_port)
+    return await asyncio.start_server(mute, cfg.host, cfg.peer_port)
+
+
+async def test_peer_that_goes_silent_after_the_handshake_is_dropped(cluster):
+    """Authenticates, then never ACKs nor PONGs: the watchdog drops it, batches spill, nothing waits forever."""
+    cfgs = node_configs(2)
+
+    fake = await mute_peer(cfgs[1])
     try:
         a = await cluster(cfgs[0], cfgs, queue_batches=4, window_batches=2)
         await wait_until(lambda: a.net.connected(1), what="fake peer up")
@@ -252,17 +257,7 @@ async def test_unacked_batches_of_a_dead_connection_spill_too_and_keep_their_ord
     Found by the chaos test: a partitioned node confirmed nothing for the whole outage."""
     cfgs = node_configs(2)
 
-    async def mute(reader, writer):
-        try:
-            await server_handshake(reader, writer, me_id=1, known_ids=frozenset({0, 1}), cluster=CLUSTER,
-                                   secret=SECRET)
-            while await reader.read(65536):
-                pass
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-    fake = await asyncio.start_server(mute, cfgs[1].host, cfgs[1].peer_port)
+    fake = await mute_peer(cfgs[1])
     try:
         a = await cluster(cfgs[0], cfgs, queue_batches=4, window_batches=3)
         await wait_until(lambda: a.net.connected(1), what="fake peer up")
