@@ -13,7 +13,11 @@ are not the crawler's).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import inspect
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,3 +46,31 @@ def check_kernels(args: argparse.Namespace) -> str:
               "pass --allow-python-kernels to measure them knowingly", file=sys.stderr, flush=True)
         raise SystemExit(3)
     return KERNELS
+
+
+async def loop_held(call: Callable[[], object], tick_s: float = 0.001, settle_s: float = 0.0) -> tuple[float, float]:
+    """(seconds `call()` took, awaited if it returns an awaitable; the longest gap between the ticks of a
+    `tick_s` ticker on the same loop meanwhile): how long the call held the event loop, the figure the
+    stall benches report. `settle_s` lets the ticker run before the call starts."""
+    longest = 0.0
+    stop = False
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not stop:
+            await asyncio.sleep(tick_s)
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(settle_s)
+    t0 = time.perf_counter()
+    result = call()
+    if inspect.isawaitable(result):
+        await result
+    took = time.perf_counter() - t0
+    stop = True
+    await task
+    return took, longest

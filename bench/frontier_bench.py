@@ -87,25 +87,7 @@ def dir_bytes(directory: Path) -> int:
 
 async def checkpoint_with_ticker(f: Frontier) -> tuple[float, float]:
     """A background checkpoint's duration and the longest the event loop was held meanwhile."""
-    longest = 0.0
-    stop = False
-
-    async def ticker() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not stop:
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
-
-    t0 = time.perf_counter()
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    await f.checkpoint_async()
-    stop = True
-    await task
-    return time.perf_counter() - t0, longest
+    return await benchkit.loop_held(f.checkpoint_async)
 
 
 async def frontier_run(n: int, hosts: int, take: int, directory: Path) -> dict:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import statistics
 import tempfile
@@ -64,29 +63,9 @@ def filled_dns(n: int) -> dns_mod.Resolver:
 
 
 async def timed(call) -> tuple[float, float]:
-    """(seconds `call()` took, longest gap between the ticker's ticks meanwhile)."""
-    longest = 0.0
-    stop = False
-
-    async def ticker() -> None:
-        nonlocal longest
-        last = time.perf_counter()
-        while not stop:
-            await asyncio.sleep(TICK_S)
-            now = time.perf_counter()
-            longest = max(longest, now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.05)                 # the ticker runs before the save starts
-    t0 = time.perf_counter()
-    result = call()
-    if inspect.isawaitable(result):           # the new save; the old one wrote on the loop and returned None
-        await result
-    took = time.perf_counter() - t0
-    stop = True
-    await task
-    return took, longest
+    """(seconds `call()` took, longest gap between the ticker's ticks meanwhile); the old save wrote on the
+    loop and returned None, the new one returns an awaitable."""
+    return await benchkit.loop_held(call, TICK_S, settle_s=0.05)
 
 
 async def rounds_of(cache, touch, store: StateStore, rounds: int) -> dict:
