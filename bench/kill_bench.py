@@ -13,7 +13,9 @@ own records:
   report (fetches in flight and fetched-but-unconfirmed at each kill, from
   their "resumed" log lines, plus the DUE's `duplicates_emitted`);
 - owners: no host fetched from an address other than its owner's;
-- politeness: no two requests to one host in flight at once.
+- politeness: no two requests to one host in flight at once, and between
+  two requests to a host at least k times the crawler's measured fetch time
+  (`politeness.delay_factor`) and the host's Crawl-delay, across the kills.
 
     python bench/kill_bench.py                      # both shapes, 4 kills each
     python bench/kill_bench.py --nodes 3 --kills 6 --seed 7
@@ -44,7 +46,9 @@ import yaml  # noqa: E402
 
 from crawler.ports import free_ports  # noqa: E402
 from crawler.splitter import Partitioner  # noqa: E402
-from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps  # noqa: E402
+from crawler.config.schema import PolitenessConfig  # noqa: E402
+from crawler.testweb.audit import (  # noqa: E402
+    ROBOTS_PATH, compare, fetch_durations, overlaps, politeness_shortfalls)
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 SECRET_ENV = "KILL_BENCH_SECRET"
@@ -127,6 +131,14 @@ def run(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
         wall_s = time.monotonic() - t0
         requests = web.requests()
     result = compare(requests, manifest)
+    durations: dict[str, float] = {}
+    for i in range(nodes):
+        log_path = tmp / "data" / f"node-{i}" / "crawl.log.jsonl"
+        if log_path.exists():
+            records = [json.loads(line) for line in log_path.read_text(errors="replace").splitlines()
+                       if line.startswith("{")]
+            durations.update(fetch_durations(records))
+    shortfalls = politeness_shortfalls(requests, manifest, durations, PolitenessConfig().delay_factor)
     summaries = []
     for i in range(nodes):
         lines = (tmp / f"node-{i}.stdout").read_text().splitlines()
@@ -145,13 +157,16 @@ def run(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
         "recall": round((total - len(result.missing)) / total, 5) if total else 1.0,
         "kills": len(kills), "resumes": len(resumed), "re_fetches": repeats, "re_fetch_bound": bound,
         "wrong_owner_hosts": len(wrong_owner), "overlaps": len(overlaps(requests)),
+        "politeness_shortfalls": len(shortfalls),
         "exit_codes": sorted(set(codes.values())), "wall_s": round(wall_s, 1),
     }
     ok = (figures["recall"] >= 0.995 and repeats <= bound and not wrong_owner and not figures["overlaps"]
-          and figures["exit_codes"] == [0] and not result.unexpected)
+          and not shortfalls and figures["exit_codes"] == [0] and not result.unexpected)
     figures["pass"] = ok
     if result.missing:
         figures["missing_sample"] = sorted(result.missing)[:5]
+    if shortfalls:
+        figures["shortfall_sample"] = shortfalls[:5]
     return figures
 
 
@@ -175,7 +190,7 @@ def main() -> None:
         print(f"{nodes} node(s): {figures['kills']} kills, {figures['resumes']} resumes; recall {figures['recall']:.5f} "
               f"({figures['missing']} of {figures['expected']} missing); re-fetches {figures['re_fetches']} "
               f"(bound {figures['re_fetch_bound']}); hosts from a wrong address {figures['wrong_owner_hosts']}; "
-              f"overlaps {figures['overlaps']}; exit codes {figures['exit_codes']}; {figures['wall_s']} s; "
+              f"overlaps {figures['overlaps']}; politeness shortfalls {figures['politeness_shortfalls']}; exit codes {figures['exit_codes']}; {figures['wall_s']} s; "
               f"{'PASS' if figures['pass'] else 'FAIL'}", flush=True)
     print(json.dumps({"runs": out, "seed": args.seed}))
     sys.exit(0 if all(f["pass"] for f in out) else 1)
