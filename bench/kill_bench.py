@@ -48,7 +48,7 @@ from crawler.ports import free_ports  # noqa: E402
 from crawler.splitter import Partitioner  # noqa: E402
 from crawler.config.schema import PolitenessConfig  # noqa: E402
 from crawler.testweb.audit import (  # noqa: E402
-    ROBOTS_PATH, compare, fetch_durations, overlaps, politeness_shortfalls)
+    ROBOTS_PATH, compare, overlaps, politeness_shortfalls, request_durations)
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 SECRET_ENV = "KILL_BENCH_SECRET"
@@ -131,13 +131,17 @@ def run(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
         wall_s = time.monotonic() - t0
         requests = web.requests()
     result = compare(requests, manifest)
-    durations: dict[str, float] = {}
+    records = []
     for i in range(nodes):
         log_path = tmp / "data" / f"node-{i}" / "crawl.log.jsonl"
         if log_path.exists():
-            records = [json.loads(line) for line in log_path.read_text(errors="replace").splitlines()
-                       if line.startswith("{")]
-            durations.update(fetch_durations(records))
+            for line in log_path.read_text(errors="replace").splitlines():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass                     # a line a SIGKILL cut short
+    # Per request, not per URL: re-fetches after a kill (robots.txt above all) measured other times.
+    durations = request_durations(requests, records, manifest)
     shortfalls = politeness_shortfalls(requests, manifest, durations, PolitenessConfig().delay_factor)
     summaries = []
     for i in range(nodes):

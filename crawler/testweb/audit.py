@@ -27,9 +27,10 @@ A log line without a scheme (older logs) is http.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,7 +173,34 @@ def fetch_durations(crawl_records: Iterable[dict]) -> dict[str, float]:
     return {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
 
 
-def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durations_s: dict[str, float],
+MATCH_WINDOW_S = 5.0              # a crawl-log line is written this soon after its response at most
+
+
+def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict], manifest: Manifest
+                      ) -> Callable[[Request], float]:
+    """Request -> the fetch time the crawler measured for that very request, for a crawl where a URL may
+    be fetched more than once (restarts): each request is matched to the first crawl-log line of its URL
+    written after it ended (`t`, within MATCH_WINDOW_S). A request with no such line (the line was lost
+    with a killed process) counts 0 s, which only makes the check more lenient."""
+    by_url: dict[str, list[tuple[float, float]]] = {}
+    for r in crawl_records:
+        if r.get("status") and "t" in r:
+            by_url.setdefault(r["url"], []).append((float(r["t"]), float(r["duration_s"])))
+    for lines in by_url.values():
+        lines.sort()
+    found: dict[tuple[str, str, str, float], float] = {}
+    for req in requests:
+        lines = by_url.get(req.url(manifest.port, manifest.tls_port))
+        if not lines:
+            continue
+        i = bisect.bisect_left(lines, (req.end - END_LAG_TOLERANCE_S, -1.0))
+        if i < len(lines) and lines[i][0] - req.end <= MATCH_WINDOW_S:
+            found[(req.scheme, req.host, req.path, req.start)] = lines[i][1]
+    return lambda req: found.get((req.scheme, req.host, req.path, req.start), 0.0)
+
+
+def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest,
+                          durations_s: dict[str, float] | Callable[[Request], float],
                           delay_factor: float, min_delay_s: float = 0.0,
                           end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0) -> list[str]:
     """Per host, consecutive requests must respect the crawler's delay, checked from the server's log.
@@ -182,7 +210,8 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durat
     crawler had the last byte (the server may be descheduled after writing). So:
     (a) next.start - prev.start >= max(k * x, min_delay, Crawl-delay), x being
         the fetch time the crawler measured (`durations_s`, URL -> seconds, from its
-        crawl log), exactly;
+        crawl log; or a function of the request, `request_durations`, where a URL was
+        fetched more than once), exactly;
     (b) next.start - prev.end >= max(min_delay, Crawl-delay) within `end_tolerance_s`, the
         allowance for the server stamping `end` late (on a loaded 2-core machine that
         reaches several milliseconds). (a) is exact.
@@ -198,7 +227,8 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest, durat
         for prev, nxt in zip(reqs, reqs[1:]):
             known = known or (prev.path == ROBOTS_PATH and prev.status == 200)
             floor = max(min_delay_s, crawl_delay if known else 0.0)
-            x = durations_s.get(prev.url(manifest.port, manifest.tls_port), 0.0)
+            x = (durations_s(prev) if callable(durations_s)
+                 else durations_s.get(prev.url(manifest.port, manifest.tls_port), 0.0))
             need = max(delay_factor * x, floor)
             if nxt.start - prev.start < need - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s "

@@ -318,6 +318,24 @@ def test_politeness_shortfalls_find_https_fetch_times(manifest):
     assert not audit.politeness_shortfalls(rs, manifest, durations, delay_factor=4)
 
 
+def test_request_durations_judge_each_fetch_of_a_url_by_its_own_time(manifest):
+    """A URL fetched twice (a restart): 0.02 s the first time, 0.2 s the second. Per URL the second time
+    would be charged to the first fetch (a false shortfall); per request each pair gets its own."""
+    host = next(u for u in manifest.fetched if u.startswith("https://")).split("//")[1].split(":")[0]
+    url = f"https://{host}:{TLS_PORT}/a"
+    rs = [_req(host, "/a", 0.0, 0.02, "https"), _req(host, "/b", 0.3, 0.31, "https"),
+          _req(host, "/a", 10.0, 10.2, "https"), _req(host, "/c", 12.1, 12.2, "https")]
+    log = [{"url": url, "status": 200, "duration_s": 0.02, "t": 0.021},
+           {"url": url, "status": 200, "duration_s": 0.2, "t": 10.201}]
+    per_url = {r["url"]: r["duration_s"] for r in log}
+    assert audit.politeness_shortfalls(rs, manifest, per_url, delay_factor=10)       # 0.3 s < 10 * 0.2 s: false
+    durations = audit.request_durations(rs, log, manifest)
+    assert [durations(r) for r in rs] == [0.02, 0.0, 0.2, 0.0]
+    assert not audit.politeness_shortfalls(rs, manifest, durations, delay_factor=10)
+    late = [*rs[:3], _req(host, "/c", 11.0, 11.1, "https")]                          # 1 s < 10 * 0.2 s: real
+    assert audit.politeness_shortfalls(late, manifest, durations, delay_factor=10)
+
+
 # --- static export and CLI --------------------------------------------------------------
 
 
