@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawler.frontier.journal import numbered_files
-from crawler.fsutil import short_write_error
+from crawler.fsutil import close_durably, short_write_error
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +107,7 @@ class ChunkFile:
     def close(self) -> None:
         """Flush and fsync (the caller fsyncs the directory before naming the file anywhere)."""
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)
             self._file = None
 
     def discard(self) -> None:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from crawler.fsutil import close_durably
+
 MAGIC = b"CRWLSPLT"
 VERSION = 1
 HEADER_SIZE = 64
@@ -108,7 +110,5 @@ class StreamLog:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)
             self._file = None

@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+from crawler.fsutil import close_durably
+
 
 class CrawlLog:
     """Append-only JSON Lines; `line()` is on the per-page path, so it only formats and buffers."""
@@ -34,6 +36,4 @@ class CrawlLog:
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)

@@ -22,6 +22,7 @@ from warcio.warcwriter import WARCWriter
 
 import crawler
 from crawler.config.schema import WarcConfig
+from crawler.fsutil import close_durably
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS      # a gzip header and trailer around the deflate stream
 # Hop-by-hop framing that no longer describes the stored payload (chunks are decoded).
@@ -95,7 +96,5 @@ class WarcStore:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)
             self._file = None
