@@ -142,7 +142,9 @@ def run(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
                     pass                     # a line a SIGKILL cut short
     # Per request, not per URL: re-fetches after a kill (robots.txt above all) measured other times.
     durations = request_durations(requests, records, manifest)
-    shortfalls = politeness_shortfalls(requests, manifest, durations, PolitenessConfig().delay_factor)
+    pol = PolitenessConfig()
+    shortfalls = politeness_shortfalls(requests, manifest, durations, pol.delay_factor, pol.min_delay_s,
+                                       max_delay_s=pol.max_delay_s)
     summaries = []
     for i in range(nodes):
         lines = (tmp / f"node-{i}.stdout").read_text().splitlines()

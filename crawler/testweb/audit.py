@@ -173,7 +173,7 @@ def fetch_durations(crawl_records: Iterable[dict]) -> dict[str, float]:
     return {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
 
 
-MATCH_WINDOW_S = 5.0              # a crawl-log line is written this soon after its response at most
+MATCH_WINDOW_S = 1.0              # a crawl-log line is written this soon after its response (a re-fetch after a restart comes later)
 
 
 def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict], manifest: Manifest
@@ -202,7 +202,8 @@ def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict]
 def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest,
                           durations_s: dict[str, float] | Callable[[Request], float],
                           delay_factor: float, min_delay_s: float = 0.0,
-                          end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0) -> list[str]:
+                          end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0,
+                          max_delay_s: float | None = None) -> list[str]:
     """Per host, consecutive requests must respect the crawler's delay, checked from the server's log.
 
     Sound from the server's side: a request's server `start` is never later than
@@ -218,8 +219,10 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest,
     `resolution_s` allows for a server's coarse time stamps (nginx logs milliseconds,
     and start = end - duration carries two roundings). A host's Crawl-delay binds only
     after its robots.txt answered 200: a crawler cannot know it before (the requests of a
-    robots.txt redirect, http -> https, come first).
+    robots.txt redirect, http -> https, come first). `max_delay_s`: the crawler's cap
+    (`politeness.max_delay_s`) on k * x and Crawl-delay, where a crawl meets a very slow page.
     """
+    cap = None if max_delay_s is None else max(max_delay_s, min_delay_s)
     problems = []
     for host, reqs in by_host(requests, True).items():
         crawl_delay = manifest.crawl_delay_s.get(host, 0.0)
@@ -227,9 +230,13 @@ def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest,
         for prev, nxt in zip(reqs, reqs[1:]):
             known = known or (prev.path == ROBOTS_PATH and prev.status == 200)
             floor = max(min_delay_s, crawl_delay if known else 0.0)
+            if cap is not None and floor > cap:
+                floor = cap
             x = (durations_s(prev) if callable(durations_s)
                  else durations_s.get(prev.url(manifest.port, manifest.tls_port), 0.0))
             need = max(delay_factor * x, floor)
+            if cap is not None and need > cap:
+                need = cap
             if nxt.start - prev.start < need - resolution_s:
                 problems.append(f"{host}: {prev.path} -> {nxt.path}: start gap {nxt.start - prev.start:.4f}s "
                                 f"< {need:.4f}s")
