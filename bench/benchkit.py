@@ -38,8 +38,8 @@ def add_kernels_option(parser: argparse.ArgumentParser) -> None:
 
 def check_kernels(args: argparse.Namespace) -> str:
     """Print which kernels run; exit (status 3) on the twins unless allowed. Returns 'compiled' or 'python'."""
-    from crawler.cache._native import KERNELS, PYTHON, kernels_line
     import crawler
+    from crawler.cache._native import KERNELS, PYTHON, kernels_line
     print(f"crawler {crawler.__version__} from {Path(crawler.__file__).parent}; {kernels_line()}", flush=True)
     if KERNELS == PYTHON and not getattr(args, "allow_python_kernels", False):
         print("refusing to measure the pure-Python twins as the crawler: build the extension (see above), or "

@@ -62,7 +62,6 @@ from crawler.demo import SECRET_ENV, demo_config  # noqa: E402
 from crawler.ports import free_ports  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
-
 QUIET_STEAL = 0.02         # a round counts as quiet when both its runs saw at most this much steal
 ALL_CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 WEB_CPU = min(ALL_CPUS, default=0)                         # the web server's CPU under --pin
@@ -253,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             slowed = [t[f"{key}cpu_ms_per_page"] / o[f"{key}cpu_ms_per_page"]
                       for o, t in zip(runs["1 node slowed"], runs["3 nodes"])]
             ratios["loaded_ratio"] = statistics.median(slowed)
-            print(f"; 3 nodes / 1 node slowed (each node about as busy) = per round "
+            print("; 3 nodes / 1 node slowed (each node about as busy) = per round "
                   + ", ".join(f"{r:.3f}" for r in slowed) + f", median {ratios['loaded_ratio']:.3f}x", end="")
         print()
         summary.update({f"{key}cpu_ms_per_page_{n.replace(' ', '_')}": round(v, 4) for n, v in m.items()})

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urljoin, urldefrag
+from urllib.parse import urldefrag, urljoin
 
 import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path)
 
@@ -74,7 +74,7 @@ async def minimal_crawl(seeds: list[str], port: int, max_pages: int, workers: in
                 async with session.get(url, allow_redirects=False) as resp:
                     body = await resp.read()
                     ctype = resp.headers.get("Content-Type", "")
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 return
             fetched += 1
             if max_pages and fetched >= max_pages:

@@ -73,10 +73,10 @@ import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path
 
 benchkit.use_installed_crawler()
 
-from crawler.config.schema import DueConfig  # noqa: E402
-from crawler.due.disk import DiskDUE  # noqa: E402
 from crawler.cache import cache_from_config  # noqa: E402
+from crawler.config.schema import DueConfig  # noqa: E402
 from crawler.due import kernel  # noqa: E402
+from crawler.due.disk import DiskDUE  # noqa: E402
 from crawler.due.kernel import COMPILED as KERNEL_COMPILED  # noqa: E402
 from crawler.urls import fingerprints  # noqa: E402
 

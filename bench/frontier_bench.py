@@ -19,8 +19,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
-import sys
 import tempfile
 import time
 from collections import deque

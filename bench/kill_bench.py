@@ -44,11 +44,10 @@ use_installed_crawler()
 
 import yaml  # noqa: E402
 
+from crawler.config.schema import PolitenessConfig  # noqa: E402
 from crawler.ports import free_ports  # noqa: E402
 from crawler.splitter import Partitioner  # noqa: E402
-from crawler.config.schema import PolitenessConfig  # noqa: E402
-from crawler.testweb.audit import (  # noqa: E402
-    ROBOTS_PATH, compare, overlaps, politeness_shortfalls, request_durations)
+from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, politeness_shortfalls, request_durations  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 SECRET_ENV = "KILL_BENCH_SECRET"

@@ -39,7 +39,6 @@ import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path
 benchkit.use_installed_crawler()
 
 from cache_bench import crawler_stream  # noqa: E402
-
 from crawler.cache import COMPILED  # noqa: E402
 from crawler.replay import ReplayOptions, replay  # noqa: E402
 from crawler.replay.simulate import DEFAULT_SIZES, lru_engine  # noqa: E402

@@ -1,3 +1,5 @@
-from crawler.cli import main
 import sys
+
+from crawler.cli import main
+
 sys.exit(main())

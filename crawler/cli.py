@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 from crawler.config import ConfigError, load
 

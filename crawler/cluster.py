@@ -200,12 +200,12 @@ def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
     return total
 
 
-async def _scrape(session: aiohttp.ClientSession, child: "Child") -> None:
+async def _scrape(session: aiohttp.ClientSession, child: Child) -> None:
     """Refresh a child's pages, frontier size and cache lookups from its /metrics."""
     try:
         async with session.get(child.metrics_url, timeout=aiohttp.ClientTimeout(total=1)) as resp:
             text = await resp.text()
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+    except (TimeoutError, aiohttp.ClientError, OSError):
         return
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -221,7 +221,7 @@ async def _scrape(session: aiohttp.ClientSession, child: "Child") -> None:
     child.pages, child.lookups = int(pages), lookups
 
 
-def _hit_rates(children: list["Child"]) -> str:
+def _hit_rates(children: list[Child]) -> str:
     sums: dict[str, list[float]] = {}
     for c in children:
         for (cache, result), n in c.lookups.items():

@@ -1,10 +1,15 @@
-"""Small file-system helpers shared by the parts that write state."""
+"""Small file-system helpers shared by the parts that write state: the one place that knows how a file is
+replaced atomically and made durable, so no part can forget a step (each missing step loses data only when
+the machine crashes, which no ordinary test sees)."""
 
 from __future__ import annotations
 
 import errno
 import os
-from typing import IO
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
 
 
 def short_write_error(path: object, written: int, wanted: int) -> OSError:
@@ -21,3 +26,49 @@ def close_durably(file: IO[bytes] | IO[str]) -> None:
     file.flush()
     os.fsync(file.fileno())
     file.close()
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make a directory's entries (new, renamed, deleted files) durable: a rename is in the directory,
+    not in the file, and is lost with the machine until the directory itself is synced."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def tmp_path(path: Path) -> Path:
+    """The name a replacement is written under before the rename: beside the target (the same file
+    system, so the rename is atomic), recognisable as unfinished."""
+    return path.with_name(path.name + ".tmp")
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True,
+                **open_args: Any) -> Iterator[IO[Any]]:
+    """Write `path` as a whole or not at all: the body writes a temporary file beside it, which on a clean
+    exit is flushed, fsynced (when `durable`), renamed over `path`, and the directory fsynced. On an error
+    the temporary file is removed and `path` keeps its old content. A reader therefore finds the old
+    file or the new one, never a mix, also after a crash."""
+    path = Path(path)
+    tmp = tmp_path(path)
+    try:
+        with open(tmp, mode, **open_args) as f:
+            yield f
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically (see `atomic_file`); text is written as UTF-8."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_file(path, "wb", durable=durable) as f:
+        f.write(raw)

@@ -113,8 +113,8 @@ def _run_node(node_id: int, argv: list[str], out_fd: int, other_fds: list[int], 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # What every node needs, imported once (crawler.cli also sets OPENBLAS_NUM_THREADS before numpy).
-    from crawler import cli  # noqa: F401
     import crawler.node  # noqa: F401
+    from crawler import cli  # noqa: F401
     from crawler.cluster import die_with_parent
 
     if threading.active_count() != 1:

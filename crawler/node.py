@@ -135,7 +135,7 @@ class Counters:
     worker_errors: int = 0
     retries: int = 0
 
-    def __add__(self, other: "Counters") -> "Counters":
+    def __add__(self, other: Counters) -> Counters:
         return Counters(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Counters)})
 
     def to_json(self) -> dict:
@@ -148,7 +148,7 @@ class Counters:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "Counters":
+    def from_json(cls, data: dict) -> Counters:
         """The inverse of `to_json`; unknown keys are ignored, wrong types raise ValueError/TypeError."""
         values = {}
         for f in fields(cls):
@@ -182,7 +182,7 @@ class CrawlTotals:
     name = "counters"
     VERSION = 1
 
-    def __init__(self, node: "Node") -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
 
     def save(self, store: StateStore, *, final: bool = False) -> None:
@@ -634,7 +634,7 @@ class Node:
         future = asyncio.get_running_loop().run_in_executor(self._parse_pool, job)
         try:
             return await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("node %d: parsing %s took over %.1f s; its links are not followed",
                         self.node_id, result.url, timeout_s)
             return None
@@ -867,7 +867,7 @@ class Node:
         if linger_s and self.metrics_server is not None and not self._interrupted.is_set():
             try:
                 await asyncio.wait_for(self._interrupted.wait(), linger_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def progress(self) -> None:

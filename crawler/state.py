@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from crawler.due.diskset import fsync_dir
+from crawler.fsutil import fsync_dir
 
 if TYPE_CHECKING:
     from crawler.due import DiskDUE
@@ -244,7 +244,7 @@ class FrontierState:
 
     name = "frontier"
 
-    def __init__(self, frontier: "Frontier") -> None:
+    def __init__(self, frontier: Frontier) -> None:
         self.frontier = frontier
 
     def save(self, store: StateStore, *, final: bool = False) -> Awaitable[None] | None:
@@ -264,7 +264,7 @@ class DueState:
 
     name = "due"
 
-    def __init__(self, due: "DiskDUE") -> None:
+    def __init__(self, due: DiskDUE) -> None:
         self.due = due
 
     def save(self, store: StateStore, *, final: bool = False) -> None:
@@ -283,7 +283,7 @@ class PeerSpoolState:
 
     name = "peers"
 
-    def __init__(self, peers: "PeerNetwork") -> None:
+    def __init__(self, peers: PeerNetwork) -> None:
         self.peers = peers
 
     def save(self, store: StateStore, *, final: bool = False) -> None:

@@ -122,7 +122,7 @@ async def read_node(session: aiohttp.ClientSession, node: str, url: str, timeout
                 return NodeStatus(node=node, url=url, up=False, reason=f"HTTP {resp.status}")
             text = await resp.text()
         return parse_status(node, url, text)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return NodeStatus(node=node, url=url, up=False, reason=f"no answer in {timeout_s:g} s")
     except aiohttp.ClientConnectorError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

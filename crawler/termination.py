@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("crawler.termination")
 
@@ -78,7 +78,7 @@ class Termination:
         self._broadcast({"t": PROBE, "round": self._round})
         try:
             await asyncio.wait_for(self._all_in.wait(), self.reply_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         return dict(self._replies)
 

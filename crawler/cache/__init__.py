@@ -43,8 +43,8 @@ and how to add a policy: docs/caches.md; numbers: bench/cache_bench.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from crawler.cache._native import NATIVE
 from crawler.cache.base import (

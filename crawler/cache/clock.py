@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import sys
 
-
 from crawler.cache._mix import PyKernel, fastrange, fmix64
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache

@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 
-
 from crawler.cache._mix import PyKernel
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache

@@ -16,8 +16,7 @@ from __future__ import annotations
 import operator
 import sys
 
-
-from crawler.cache._mix import PyKernel, MASK64, SplitMix64, fastrange
+from crawler.cache._mix import MASK64, PyKernel, SplitMix64, fastrange
 from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 

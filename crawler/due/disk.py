@@ -61,12 +61,13 @@ import numpy as np
 
 from crawler.cache import Cache, cache_from_config
 from crawler.due.base import DUE
-from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet, fsync_dir
+from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet
 from crawler.due.front import DueFront
 from crawler.due.journal import Journal
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
 from crawler.due.mergekernel import pick, sort_unique
 from crawler.due.trim import release_free_memory
+from crawler.fsutil import fsync_dir
 
 # Defaults for configs without the keys; the documented defaults are DueConfig's (crawler/config/schema.py).
 DEFAULT_BUCKETS = 64

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from crawler.due import mergekernel
+from crawler.fsutil import fsync_dir
 
 FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
@@ -326,10 +327,3 @@ def _size_message(path: bytes, size: int, want: int) -> str:
     return f"{os.fsdecode(path)} has {size} bytes, the manifest says {want}"
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make a directory's entries (new, renamed, deleted files) durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -16,7 +16,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from crawler.due.diskset import BucketTable, fsync_dir
+from crawler.due.diskset import BucketTable
+from crawler.fsutil import fsync_dir
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = "crawler-due"

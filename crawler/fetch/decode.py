@@ -41,7 +41,7 @@ import zlib
 import brotli
 
 try:
-    from compression import zstd                 # Python 3.14+
+    from compression import zstd  # Python 3.14+
 except ImportError:                              # pragma: no cover - depends on the Python version
     from backports import zstd
 

@@ -56,8 +56,7 @@ from crawler.fetch.decode import ACCEPT_ENCODING, BadContentEncoding, BodyDecode
 from crawler.fetch.dns import Resolver
 from crawler.fetch.guard import ip_literal, is_forbidden
 from crawler.fetch.headers import parse_content_type, parse_retry_after
-from crawler.fetch.proxy import (HTTP, PROXY_ERRORS, PROXY_TIMEOUTS, ProxyTrustingResolver, parse_proxy,
-                                 socks_connector)
+from crawler.fetch.proxy import HTTP, PROXY_ERRORS, PROXY_TIMEOUTS, ProxyTrustingResolver, parse_proxy, socks_connector
 from crawler.fetch.result import FetchResult
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ bad input, they return None instead.
 from __future__ import annotations
 
 import math
-from datetime import timezone
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 
@@ -45,7 +45,7 @@ def parse_retry_after(value: str | None, now_s: float) -> float | None:
     if when is None:
         return None
     if when.tzinfo is None:                     # "-0000" or no zone: HTTP-dates are GMT
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     try:
         return max(0.0, when.timestamp() - now_s)
     except (OverflowError, OSError, ValueError):

@@ -163,12 +163,12 @@ class RobotsRules:
     reason: str = ""                       # "error"/"dead": why the last fetch failed (a reason code or "http_NNN")
 
     @classmethod
-    def parse(cls, body: bytes, agent: str, expires: float, max_bytes: int) -> "RobotsRules":
+    def parse(cls, body: bytes, agent: str, expires: float, max_bytes: int) -> RobotsRules:
         """Rules of a 2xx robots.txt body."""
         return cls.from_text(robots_text(body, max_bytes), agent, expires)
 
     @classmethod
-    def from_text(cls, text: str, agent: str, expires: float) -> "RobotsRules":
+    def from_text(cls, text: str, agent: str, expires: float) -> RobotsRules:
         """Rules of robots text already cut and cleaned by `robots_text` (a fetch, or a checkpoint)."""
         try:
             parser = Protego.parse(text)

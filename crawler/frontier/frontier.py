@@ -30,9 +30,9 @@ import os
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from crawler.config.schema import FrontierConfig

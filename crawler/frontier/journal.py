@@ -45,8 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawler.due.diskset import fsync_dir
-from crawler.fsutil import short_write_error
+from crawler.fsutil import fsync_dir, short_write_error
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ dashboard can tell which build each node runs and join it onto any other series.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from prometheus_client import PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily

@@ -66,8 +66,16 @@ from crawler.parse.css import css_urls
 from crawler.parse.mime import CSS, HTML, charset_param, looks_binary, media_type, parse_kind
 from crawler.parse.refresh import refresh_url
 from crawler.parse.sources import (
-    CONDITIONAL_ELEMENTS, CSS_TEXT, NOFOLLOW_ELEMENTS, SRCSET, STYLE_ATTR, URL, URL_ATTRIBUTE, Sources,
-    compile_sources, condition_holds,
+    CONDITIONAL_ELEMENTS,
+    CSS_TEXT,
+    NOFOLLOW_ELEMENTS,
+    SRCSET,
+    STYLE_ATTR,
+    URL,
+    URL_ATTRIBUTE,
+    Sources,
+    compile_sources,
+    condition_holds,
 )
 from crawler.parse.srcset import srcset_urls
 from crawler.urls import resolve_canonical

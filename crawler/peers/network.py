@@ -6,8 +6,8 @@ import asyncio
 import fcntl
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from crawler.config.schema import NodeConfig
 from crawler.peers.frames import BATCH_OVERHEAD_BYTES, encode_urls

@@ -25,8 +25,8 @@ import inspect
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from crawler.peers.auth import server_handshake
 from crawler.peers.frames import (

@@ -315,7 +315,7 @@ class SeqAllocator:
     _lease_end: int = 1
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, floor: int = 0) -> "SeqAllocator":
+    def open(cls, directory: str | os.PathLike, floor: int = 0) -> SeqAllocator:
         Path(directory).mkdir(parents=True, exist_ok=True)
         path = Path(directory) / STATE_FILE
         alloc = cls(path)

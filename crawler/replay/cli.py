@@ -18,8 +18,7 @@ from pathlib import Path
 from crawler.cache import POLICY_NAMES
 from crawler.cache.base import MAX_CAPACITY
 from crawler.replay.progress import Progress
-from crawler.replay.results import (over_time_rows, result_rows, summary, write_over_time, write_results,
-                                    write_summary)
+from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
 from crawler.replay.stack import ENGINES
 from crawler.replay.traces import TRACES, InputError, load_streams

@@ -28,7 +28,7 @@ DEFAULT_STYLE = ("tab:purple", "*")
 
 
 def _figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = FIGSIZE_IN):
-    from matplotlib.figure import Figure   # imported here: plotting is optional work
+    from matplotlib.figure import Figure  # imported here: plotting is optional work
 
     fig = Figure(figsize=size, dpi=DPI)
     axes = fig.subplots(rows, cols, squeeze=False)

@@ -7,7 +7,7 @@ node, the replay tool and outside scripts agree on ownership. Rendezvous
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from crawler.urls import host_fingerprint
 

@@ -15,7 +15,7 @@ The owner of a URL is memoised by its `scheme://authority` prefix, which
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from crawler.cache._native import native_or
 

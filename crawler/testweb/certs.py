@@ -93,7 +93,7 @@ class CertAuthority:
 
     def __init__(self, name: str = "crawler test CA", *, valid_days: int = CA_VALID_DAYS) -> None:
         self._key = _new_key()
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         self._valid_days = valid_days
         self.subject = _name(name)
         self.cert = (x509.CertificateBuilder()
@@ -121,7 +121,7 @@ class CertAuthority:
         """
         if not names:
             raise ValueError("a certificate needs at least one name")
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         if expired:
             not_after = now - dt.timedelta(days=EXPIRED_DAYS_AGO)
             not_before = not_after - dt.timedelta(days=self._valid_days)
@@ -141,7 +141,7 @@ class CertAuthority:
 def self_signed(names: list[str]) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) signed by its own key: no CA vouches for it."""
     key = _new_key()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     subject = _name(names[0])
     cert = _leaf(names, key, subject, key, now - BACKDATE, now + dt.timedelta(days=CA_VALID_DAYS), False)
     return _pem(cert, key)

@@ -152,7 +152,7 @@ class Hostile:
                 await resp.write(data)
             else:
                 await asyncio.wait_for(resp.write(data), max(timeout_s, POLL_S))
-        except (ConnectionError, RuntimeError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, RuntimeError):
             return False
         progress.bytes += len(data)
         return True

@@ -66,7 +66,17 @@ import numpy as np
 
 from . import trap
 from .model import (
-    FAILING_CASES, HOSTILE_ROLES, NOFOLLOW, Case, Host, Kind, Role, Tls, Web, WebParams, _row_indices,
+    FAILING_CASES,
+    HOSTILE_ROLES,
+    NOFOLLOW,
+    Case,
+    Host,
+    Kind,
+    Role,
+    Tls,
+    Web,
+    WebParams,
+    _row_indices,
 )
 from .pages import APP_JS_PATH, CSS_IMAGE_PATH, TEMPLATE_PATHS
 

@@ -40,7 +40,18 @@ from dataclasses import dataclass
 
 from . import trap
 from .model import (
-    DIRS, FAILING_CASES, WORDS, Case, Elem, Form, Host, Kind, NOFOLLOW, Role, Tls, Web,
+    DIRS,
+    FAILING_CASES,
+    NOFOLLOW,
+    WORDS,
+    Case,
+    Elem,
+    Form,
+    Host,
+    Kind,
+    Role,
+    Tls,
+    Web,
 )
 
 HTML = "text/html; charset=utf-8"

@@ -332,6 +332,6 @@ def http_fetch(session, port: int, *, max_body_bytes: int = 1 << 20, max_decoded
         except aiohttp.ClientConnectorCertificateError as e:
             reason = verify_reason(e)
             return Fetched(0, {}, None, reason if reason in TLS_REASONS else None)
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return Fetched(0, {}, None)
     return fetch

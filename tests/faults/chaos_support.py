@@ -46,11 +46,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.integration import netns
+from tests.integration.crawl_support import REPO, write_config
+
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, politeness_shortfalls
 from crawler.testweb.process import TestWebProcess
-from tests.integration import netns
-from tests.integration.crawl_support import REPO, write_config
 
 NODES = 3
 KINDS = ("kill", "partition", "lossy", "disk_fill")

@@ -17,7 +17,6 @@ with the reason printed, and the run is judged on the others.
 from __future__ import annotations
 
 import pytest
-
 from tests.faults import chaos_support as chaos
 
 pytestmark = pytest.mark.slow

@@ -24,12 +24,12 @@ import time
 from collections import defaultdict
 
 import pytest
+from tests.integration.crawl_support import REPO, write_config
+from tests.integration.test_cluster import NODES, SECRET, cluster_config
 
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import REPO, write_config
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
 
 pytestmark = pytest.mark.slow
 

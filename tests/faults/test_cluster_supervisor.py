@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.faults.test_node_kill_resume import page_requests
+from tests.integration.crawl_support import REPO, run_crawler, write_config
+from tests.integration.test_cluster import SECRET, cluster_config
 
 from crawler.cluster import run_cluster
 from crawler.state import StateStore
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
-from tests.faults.test_node_kill_resume import page_requests
-from tests.integration.crawl_support import REPO, run_crawler, write_config
-from tests.integration.test_cluster import SECRET, cluster_config
 
 pytestmark = pytest.mark.slow
 

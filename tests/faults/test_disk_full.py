@@ -14,10 +14,10 @@ import shutil
 import subprocess
 
 import pytest
+from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -8,11 +8,11 @@ import signal
 import time
 
 import pytest
+from tests.faults.test_node_kill_resume import page_requests, start_node
+from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.faults.test_node_kill_resume import page_requests, start_node
-from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.integration.crawl_support import REPO, last_json, run_crawler, write_config
 
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, short_gaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import REPO, last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

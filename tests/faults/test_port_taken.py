@@ -6,9 +6,9 @@ from __future__ import annotations
 import socket
 
 import pytest
+from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tests.conftest import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork
-from tests.conftest import free_port
 
 SECRET = b"silent-peer-test-secret"
 CLUSTER = "faults"

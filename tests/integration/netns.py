@@ -80,7 +80,7 @@ class Switch:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
         self.namespaces.clear()
 
-    def __enter__(self) -> "Switch":
+    def __enter__(self) -> Switch:
         return self
 
     def __exit__(self, *exc) -> None:

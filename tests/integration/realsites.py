@@ -49,12 +49,12 @@ from pathlib import Path
 
 import yaml
 from protego import Protego
+from tests.integration.servers import find_binary, stop_process
 
 from crawler.config.schema import CrawlConfig
 from crawler.ports import free_ports
 from crawler.testweb import certs
 from crawler.testweb.audit import Request, overlaps
-from tests.integration.servers import find_binary, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,7 +220,7 @@ class RealWeb:
                                 if h.site.name in names))
         return path
 
-    def start(self) -> "RealWeb":
+    def start(self) -> RealWeb:
         self.proc = subprocess.Popen([self.nginx, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         probe = (self.hosts[0].address, self.https_port)
@@ -238,7 +238,7 @@ class RealWeb:
     def stop(self) -> None:
         stop_process(self.proc)
 
-    def __enter__(self) -> "RealWeb":
+    def __enter__(self) -> RealWeb:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -83,7 +83,7 @@ class Dnsmasq:
     def nameserver(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "Dnsmasq":
+    def start(self) -> Dnsmasq:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -107,7 +107,7 @@ class Dnsmasq:
         """How many queries for `name` dnsmasq has logged."""
         return sum(1 for line in self.query_lines() if f"] {name} from" in line)
 
-    def __enter__(self) -> "Dnsmasq":
+    def __enter__(self) -> Dnsmasq:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -122,7 +122,7 @@ class Nginx:
         self.port = port
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Nginx":
+    def start(self) -> Nginx:
         self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and self.proc.poll() is None:
@@ -138,7 +138,7 @@ class Nginx:
     def stop(self) -> None:
         stop_process(self.proc)
 
-    def __enter__(self) -> "Nginx":
+    def __enter__(self) -> Nginx:
         return self.start()
 
     def __exit__(self, *exc) -> None:

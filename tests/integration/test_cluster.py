@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from tests.integration.crawl_support import REPO, crawl_log, politeness_shortfalls, run_crawler, write_config
+from tests.integration.servers import free_tcp_port
 
 from crawler.splitter import FLAG_CACHE_HIT, FLAG_CROSS, Partitioner, read_header, read_records
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import REPO, crawl_log, politeness_shortfalls, run_crawler, write_config
-from tests.integration.servers import free_tcp_port
 
 pytestmark = pytest.mark.slow
 NODES = 3

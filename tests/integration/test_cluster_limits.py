@@ -14,10 +14,10 @@ import json
 import time
 
 import pytest
-
-from crawler.testweb.process import TestWebProcess
 from tests.integration.crawl_support import run_crawler, write_config
 from tests.integration.servers import free_tcp_port
+
+from crawler.testweb.process import TestWebProcess
 
 pytestmark = pytest.mark.slow
 SECRET = {"TEST_CLUSTER_SECRET": "a-test-secret-of-some-length"}

@@ -15,12 +15,12 @@ import sys
 import time
 
 import pytest
+from tests.integration import netns
+from tests.integration.crawl_support import REPO, write_config
 
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration import netns
-from tests.integration.crawl_support import REPO, write_config
 
 pytestmark = pytest.mark.slow
 NODES = 3

@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
 from crawler.urls import origin_of
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 # The hostile bad and slow hosts are test_crawl_testweb's and test_cluster's (the cluster's web is HTTPS too):

@@ -17,14 +17,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
+from tests.integration.servers import Dnsmasq, Nginx, free_tcp_port, require_binary
 
 from crawler.config.schema import RobotsConfig
-
 from crawler.testweb import CrawlRules, WebParams, build_web, expected_crawl
 from crawler.testweb.audit import compare, overlaps, read_access_log
 from crawler.testweb.static import export_static, nginx_command, nginx_conf
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
-from tests.integration.servers import Dnsmasq, Nginx, free_tcp_port, require_binary
 
 pytestmark = pytest.mark.slow
 TRANSIENT_END_S = 180.0      # the bound: a crawl at the defaults ends within 3 minutes of its last page

@@ -13,10 +13,10 @@ counts.
 from __future__ import annotations
 
 import pytest
+from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-
 from tests.integration import realsites as rs
 from tests.integration.servers import require_binary
 

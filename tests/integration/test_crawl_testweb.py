@@ -7,16 +7,15 @@ politeness), the crawl log and WARC files on disk, the summary line.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
+from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config.schema import RobotsConfig
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

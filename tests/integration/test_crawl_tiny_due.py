@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import last_json, run_crawler, write_config
 
 pytestmark = pytest.mark.slow
 

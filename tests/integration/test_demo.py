@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
-
 from tests.integration.crawl_support import REPO, run_crawler
+from warcio.archiveiterator import ArchiveIterator
 
 pytestmark = pytest.mark.slow
 

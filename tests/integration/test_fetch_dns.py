@@ -7,13 +7,12 @@ import socket
 import time
 
 import pytest
+from tests.integration.servers import Dnsmasq, find_binary, free_udp_port
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
 from crawler.fetch.dns import DnsError, Resolver
 from crawler.fetch.fetcher import Fetcher
-
-from tests.integration.servers import Dnsmasq, find_binary, free_udp_port
 
 DNSMASQ = find_binary("dnsmasq")
 LOCAL_TTL_S = 1                   # TTL dnsmasq gives its configured answers

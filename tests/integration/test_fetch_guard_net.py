@@ -36,7 +36,7 @@ class CountingServer:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
                              % (len(body), body))
                 await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()

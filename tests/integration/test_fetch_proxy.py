@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests.integration.servers import POLL_S, START_TIMEOUT_S, Dnsmasq, free_tcp_port, require_binary, stop_process
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -30,8 +31,6 @@ from crawler.fetch import result as R
 from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 from crawler.testweb import certs
-from tests.integration.servers import (POLL_S, START_TIMEOUT_S, Dnsmasq, free_tcp_port, require_binary,
-                                       stop_process)
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
 TINYPROXY_OUT = "127.0.0.3"                 # where tinyproxy's connections to targets come from
@@ -71,7 +70,7 @@ class Tinyproxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Tinyproxy":
+    def start(self) -> Tinyproxy:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([self.binary, "-d", "-c", str(self.conf)], stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
@@ -96,7 +95,7 @@ class Tinyproxy:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def __enter__(self) -> "Tinyproxy":
+    def __enter__(self) -> Tinyproxy:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -117,7 +116,7 @@ class Microsocks:
     def url(self) -> str:
         return f"socks5h://127.0.0.1:{self.port}"
 
-    def start(self) -> "Microsocks":
+    def start(self) -> Microsocks:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([self.binary, "-i", "127.0.0.1", "-p", str(self.port), "-b", MICROSOCKS_OUT],
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
@@ -176,7 +175,7 @@ class Target:
                           "headers": {k.lower(): v for k, v in request.headers.items()}})
         return web.json_response({"peer": list(peer)})
 
-    async def start(self, server_ctx: ssl.SSLContext) -> "Target":
+    async def start(self, server_ctx: ssl.SSLContext) -> Target:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.handle)
         self.runner = web.AppRunner(app, shutdown_timeout=1.0)

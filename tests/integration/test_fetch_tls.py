@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
+from tests.integration.servers import START_TIMEOUT_S, free_tcp_port, require_binary, stop_process
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -39,7 +40,6 @@ from crawler.fetch import tls
 from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 from crawler.testweb import certs
-from tests.integration.servers import START_TIMEOUT_S, free_tcp_port, require_binary, stop_process
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
 PAGE = b"<html><body>secure</body></html>"

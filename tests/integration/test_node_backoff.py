@@ -66,7 +66,7 @@ class Web:
     def of(self, host: str) -> list[Hit]:
         return sorted((h for h in self.hits if h.host == host), key=lambda h: h.start)
 
-    async def __aenter__(self) -> "Web":
+    async def __aenter__(self) -> Web:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)

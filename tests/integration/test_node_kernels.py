@@ -18,11 +18,11 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.crawl_support import REPO, write_config
+from tests.integration.servers import free_tcp_port
 
 from crawler.cache._native import BUILD_HINT, NATIVE, PURE_PYTHON_ENV
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import REPO, write_config
-from tests.integration.servers import free_tcp_port
 
 SCRAPE_TIMEOUT_S = 30.0
 RUN_TIMEOUT_S = 120.0

@@ -6,9 +6,9 @@ import asyncio
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 from crawler.testweb import WebParams
-from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 
 def samples(text: str) -> dict:

@@ -16,11 +16,11 @@ import time
 
 import pytest
 from aiohttp import web
-
-from crawler.splitter import Partitioner
 from tests.integration.crawl_support import run_crawler, write_config
 from tests.integration.servers import free_tcp_port
 from tests.integration.test_fetch_proxy import TINYPROXY_OUT, Tinyproxy
+
+from crawler.splitter import Partitioner
 
 pytestmark = pytest.mark.slow
 SECRET = {"TEST_CLUSTER_SECRET": "a-test-secret-of-some-length"}
@@ -57,7 +57,7 @@ class Sites:
             links += f"<a href='/p/{step + 1}'>next</a>"
         return web.Response(text=f"<html><body>{host} {step} {links}</body></html>", content_type="text/html")
 
-    async def __aenter__(self) -> "Sites":
+    async def __aenter__(self) -> Sites:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)

@@ -17,13 +17,13 @@ import pytest
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.servers import Dnsmasq, find_binary
 
 from crawler.config import from_dict
 from crawler.config.schema import DnsConfig
 from crawler.fetch.dns import DnsError, Resolver
 from crawler.node import Node
 from crawler.state import StateStore
-from tests.integration.servers import Dnsmasq, find_binary
 
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 PAGES_PER_HOST = 5                       # /, /p/1 .. /p/4, each linking to the next and to /private/x
@@ -69,7 +69,7 @@ class Web:
     def pages(self, host: str) -> list[str]:
         return [h.path for h in self.hits if h.host == host and h.path != "/robots.txt"]
 
-    async def __aenter__(self) -> "Web":
+    async def __aenter__(self) -> Web:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork
 from crawler.peers.auth import server_handshake
-from tests.conftest import free_port
 
 SECRET = b"cluster-secret-for-tests"
 CLUSTER = "test"

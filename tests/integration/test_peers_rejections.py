@@ -8,6 +8,7 @@ import struct
 import time
 
 import pytest
+from tests.conftest import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork
@@ -24,7 +25,6 @@ from crawler.peers.frames import (
     encode_hello,
     read_frame,
 )
-from tests.conftest import free_port
 
 SECRET = b"cluster-secret-for-tests"
 CLUSTER = "test"

@@ -13,9 +13,10 @@ import os
 import tempfile
 import time
 
+from tests.conftest import free_port
+
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork
-from tests.conftest import free_port
 
 URLS_PER_BATCH = 1000
 DISTINCT_BATCHES = 50

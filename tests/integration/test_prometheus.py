@@ -27,13 +27,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from crawler.testweb.process import TestWebProcess
 from tests.integration.crawl_support import run_crawler, write_config
 from tests.integration.servers import free_tcp_port, require_binary, stop_process
 from tests.integration.test_cluster import NODES, SECRET, cluster_config
-from tests.unit.test_metrics_docs import (SAMPLE_SUFFIXES, dashboard_exprs, docs_promql_examples, documented_metrics,
-                                          grafana_to_promql, recording_rules)
+from tests.unit.test_metrics_docs import (
+    SAMPLE_SUFFIXES,
+    dashboard_exprs,
+    docs_promql_examples,
+    documented_metrics,
+    grafana_to_promql,
+    recording_rules,
+)
+
+from crawler.testweb.process import TestWebProcess
 
 REPO = Path(__file__).resolve().parents[2]
 PROM_DIR = REPO / "deploy" / "prometheus"
@@ -145,7 +151,7 @@ class Prometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Prometheus":
+    def start(self) -> Prometheus:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT_S

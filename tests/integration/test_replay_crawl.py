@@ -16,11 +16,11 @@ import json
 
 import numpy as np
 import pytest
+from tests.integration.crawl_support import run_crawler, write_config
+from tests.integration.test_cluster import NODES, SECRET, cluster_config
 
 from crawler.splitter import FLAG_CROSS, read_records
 from crawler.testweb.process import TestWebProcess
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
 
 pytestmark = pytest.mark.slow
 SPLITTER_CACHE_SIZE = 65536          # the config default of splitter.cache.size

@@ -7,19 +7,19 @@ process started here is stopped by this module (the CLI child and nginx by their
 
 from __future__ import annotations
 
-from collections import Counter
-
 import asyncio
 import datetime as dt
 import socket
 import ssl
 import time
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 from cryptography import x509
+from tests.integration.servers import Nginx, free_tcp_port, require_binary
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import REFUSAL_REASONS, CrawlRules, expected_crawl
@@ -30,7 +30,6 @@ from crawler.testweb.reference import extract_links, http_fetch, reference_crawl
 from crawler.testweb.server import TestWebServer
 from crawler.testweb.static import prepare_nginx
 from crawler.testweb.tls import WRONG_NAME, client_context, verify_reason
-from tests.integration.servers import Nginx, free_tcp_port, require_binary
 
 UA = "TestwebHttps/1.0 (+https://example.org/test)"
 WAIT_S = 5.0

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tests.due_support import batch, url_of
 
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
 from crawler.due.memory import MemoryDUE
-from tests.due_support import batch, url_of
 
 DOMAIN = 60          # distinct URLs an example can draw from: small, so repeats are common
 

@@ -57,7 +57,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             return None
         try:
             return await asyncio.wait_for(f.get(), 0.05)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
 
     for step in steps:

@@ -20,11 +20,11 @@ import re
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tests.parse_support import refresh_reference, srcset_reference
 
 from crawler.parse.css import css_urls, css_urls_reference
 from crawler.parse.refresh import refresh_url
 from crawler.parse.srcset import srcset_urls
-from tests.parse_support import refresh_reference, srcset_reference
 
 EXAMPLES = 400
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,14 +13,21 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.unit.test_replay_models import (
+    clock_ring_misses,
+    infinite_misses,
+    lru_distances,
+    lru_misses,
+    min_misses,
+    single_call_misses,
+    static_misses,
+)
 
 from crawler.cache._mix import MASK64
 from crawler.cache.min import next_use as cache_next_use
 from crawler.replay import _jit, stack
 from crawler.replay.simulate import ReplayOptions, replay
 from crawler.replay.traces import Stream
-from tests.unit.test_replay_models import (clock_ring_misses, infinite_misses, lru_distances, lru_misses,
-                                           min_misses, single_call_misses, static_misses)
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,8 +11,9 @@ import os
 import subprocess
 import sys
 
-from crawler.cache._native import PURE_PYTHON_ENV
 from tests.conftest import REPO
+
+from crawler.cache._native import PURE_PYTHON_ENV
 
 SMALL = ["--requests", "2000", "--capacity", "64", "--single", "500", "--repeat", "1", "--policies", "clock",
          "--no-baselines"]

@@ -2,10 +2,10 @@ import textwrap
 
 import pytest
 import yaml
+from tests.conftest import REPO
 
 from crawler.config import Config, ConfigError, cluster_secret, from_dict, load
 from crawler.config.docs import render_example, render_markdown
-from tests.conftest import REPO
 
 
 def write(tmp_path, text):

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.conftest import REPO, free_port
 
 from crawler.config import cluster_secret, from_dict
-from tests.conftest import REPO, free_port
 
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"

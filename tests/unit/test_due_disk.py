@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.due_support import MASK64, batch, url_of
 
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
 from crawler.due.diskset import DiskSet
-from crawler.due.journal import Journal, SEGMENT_MAGIC
+from crawler.due.journal import SEGMENT_MAGIC, Journal
 from crawler.due.manifest import read_manifest
-from tests.due_support import MASK64, batch, url_of
 
 REQUIRED_STATS = ("checks", "cache_hits", "cache_misses", "buffer", "disk_fingerprints", "disk_bytes",
                   "merges", "merge_seconds", "new", "duplicates_emitted")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.due_support import batch, fp_of
 
 import crawler.due.disk as disk_module
 from crawler.cache import make_cache
@@ -18,7 +19,6 @@ from crawler.due import front as front_module
 from crawler.due import kernel
 from crawler.due.disk import DiskDUE
 from crawler.due.journal import Journal
-from tests.due_support import batch, fp_of
 
 compiled = pytest.mark.skipif(not kernel.COMPILED, reason="the compiled extension is not built")
 WINDOW_BYTES = 1 << 16

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.due_support import batch
 
 from crawler.cache._native import NATIVE
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due import mergekernel as mk
 from crawler.due.disk import DiskDUE
 from crawler.due.diskset import CorruptSetError, DiskSet
-from tests.due_support import batch
 
 compiled = pytest.mark.skipif(not mk.COMPILED, reason="the compiled extension is not built")
 MASK64 = (1 << 64) - 1

@@ -10,8 +10,7 @@ import zlib
 import brotli
 import pytest
 
-from crawler.fetch.decode import (ACCEPT_ENCODING, BadContentEncoding, BodyDecoder, DecodedTooLarge,
-                                  parse_codings, zstd)
+from crawler.fetch.decode import ACCEPT_ENCODING, BadContentEncoding, BodyDecoder, DecodedTooLarge, parse_codings, zstd
 
 TEXT = b"<html>" + b"the quick brown fox jumps over the lazy dog " * 500 + b"</html>"
 MIB = 1 << 20

@@ -7,8 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from crawler.launcher import node_argv, node_name, parse_args
 from tests.integration.crawl_support import REPO
+
+from crawler.launcher import node_argv, node_name, parse_args
 
 
 def test_a_forked_node_runs_crawler_run_for_its_id():

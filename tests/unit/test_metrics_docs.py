@@ -18,9 +18,9 @@ import aiohttp
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 from crawler.testweb import WebParams
-from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "metrics.md"

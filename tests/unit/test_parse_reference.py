@@ -15,12 +15,12 @@ from collections import Counter
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
+from tests.conftest import testdata as public_testdata
+from tests.parse_support import Html5libReference, css_reference
 
 from crawler.config.schema import ParseConfig
 from crawler.parse import LinkExtractor
 from crawler.parse.css import css_urls, css_urls_reference
-from tests.conftest import testdata as public_testdata
-from tests.parse_support import Html5libReference, css_reference
 
 PAGE_URL = "http://fakehost/test/page.html"  # where readability's saved pages claim to live
 MIN_RECALL = 0.99

@@ -173,9 +173,9 @@ def test_stylesheet_charsets() -> None:
     expected = ["http://example.com/caf%C3%A9.png"]
     cases = [
         (text.encode("cp1252"), "text/css; charset=windows-1252", "cp1252"),
-        ('@charset "iso-8859-1";'.encode() + text.encode("cp1252"), CSS, "cp1252"),  # WHATWG: latin1 = cp1252
+        (b'@charset "iso-8859-1";' + text.encode("cp1252"), CSS, "cp1252"),  # WHATWG: latin1 = cp1252
         (b"\xef\xbb\xbf" + text.encode(), "text/css; charset=iso-8859-1", "utf-8"),  # BOM wins
-        ('@charset "utf-16";'.encode() + text.encode(), CSS, "utf-8"),  # a stylesheet saying UTF-16 is not
+        (b'@charset "utf-16";' + text.encode(), CSS, "utf-8"),  # a stylesheet saying UTF-16 is not
         (text.encode(), CSS, "utf-8"),
         ("\ufeff".encode("utf-16-le") + text.encode("utf-16-le"), CSS, "utf-16-le"),
     ]

@@ -9,12 +9,12 @@ import re
 
 import numpy as np
 import pytest
+from tests.unit.test_replay_models import locality_trace, lru_misses, static_misses
+from tests.unit.test_replay_traces import NODES, write_node_log
 
 from crawler.replay.cli import main, parse_sizes
 from crawler.replay.progress import Progress
 from crawler.replay.results import RESULT_COLUMNS
-from tests.unit.test_replay_models import locality_trace, lru_misses, static_misses
-from tests.unit.test_replay_traces import NODES, write_node_log
 
 MAX_PNG_BYTES = 200_000
 

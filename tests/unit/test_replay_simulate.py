@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.unit.test_replay_models import (
+    clock_ring_misses,
+    infinite_misses,
+    locality_trace,
+    lru_misses,
+    min_misses,
+    random_trace,
+    single_call_misses,
+    static_misses,
+)
 
 from crawler.cache import POLICY_NAMES, make_cache
 from crawler.replay import _jit
 from crawler.replay.results import result_rows
 from crawler.replay.simulate import ReplayOptions, replay
 from crawler.replay.traces import Stream
-from tests.unit.test_replay_models import (clock_ring_misses, infinite_misses, locality_trace, lru_misses,
-                                           min_misses, random_trace, single_call_misses, static_misses)
 
 SIZES = (1, 2, 3, 4, 8, 16, 31, 32, 33, 64, 100, 128, 256, 512, 1024, 2048, 4096, 8192)
 CASES = {

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.unit.test_replay_models import locality_trace, lru_distances, random_trace
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64, fastrange, fmix64
 from crawler.cache.min import next_use as cache_next_use
 from crawler.cache.static import top_k
 from crawler.replay import _jit, stack
-from tests.unit.test_replay_models import locality_trace, lru_distances, random_trace
 
 TRACES = [
     np.array([], dtype=np.uint64),

@@ -7,9 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.config.schema import SplitterConfig
-from crawler.splitter import (FLAG_CACHE_HIT, FLAG_CROSS, HostSplitter, Partitioner, StreamLog,
-                              read_header, read_records, rendezvous_owner)
-from crawler.splitter import routekernel
+from crawler.splitter import (
+    FLAG_CACHE_HIT,
+    FLAG_CROSS,
+    HostSplitter,
+    Partitioner,
+    StreamLog,
+    read_header,
+    read_records,
+    rendezvous_owner,
+    routekernel,
+)
 from crawler.urls import fingerprints, host_fingerprint
 
 

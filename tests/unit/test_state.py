@@ -9,8 +9,8 @@ loopback port where nothing listens.
 
 from __future__ import annotations
 
-import errno
 import asyncio
+import errno
 import json
 import logging
 import threading
@@ -18,6 +18,7 @@ import time
 
 import pytest
 from aiohttp import web
+from tests.conftest import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
 from crawler.fetch.dns import DnsError, Resolver, _Entry
@@ -26,7 +27,6 @@ from crawler.fetch.guard import PrivateAddressError
 from crawler.fetch.robots import DEAD, ERROR, FETCHED, MISSING, RobotsCache
 from crawler.node import Counters
 from crawler.state import StateStore, restore_all, save_all
-from tests.conftest import free_port
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
 ROBOTS = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"

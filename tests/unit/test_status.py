@@ -9,14 +9,22 @@ import json
 
 import pytest
 from aiohttp import web
-
-from crawler.config import load
-from crawler.status import (DEFAULT_TIMEOUT_S, NodeStatus, human_bytes, main, parse_status, read_cluster,
-                            render_table, total_row)
-from crawler.testweb import WebParams
 from tests.integration import crawl_support
 from tests.integration.crawl_support import write_config
 from tests.integration.servers import free_tcp_port
+
+from crawler.config import load
+from crawler.status import (
+    DEFAULT_TIMEOUT_S,
+    NodeStatus,
+    human_bytes,
+    main,
+    parse_status,
+    read_cluster,
+    render_table,
+    total_row,
+)
+from crawler.testweb import WebParams
 
 SHORT_TIMEOUT_S = 0.3                 # where every node is down, or down at once
 

@@ -18,7 +18,14 @@ from crawler.testweb.cli import main as cli_main
 from crawler.testweb.hostile import gzip_bomb
 from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
 from crawler.testweb.model import (
-    CASE_PATHS, LOOP_PATHS, NOFOLLOW, Case, Kind, Role, WebParams, build_web,
+    CASE_PATHS,
+    LOOP_PATHS,
+    NOFOLLOW,
+    Case,
+    Kind,
+    Role,
+    WebParams,
+    build_web,
 )
 from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.reference import extract_links, reference_crawl, renderer_fetch

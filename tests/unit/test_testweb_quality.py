@@ -8,7 +8,12 @@ import pytest
 from crawler.testweb import CrawlRules, WebParams, build_web, expected_crawl
 from crawler.testweb.model import Kind
 from crawler.testweb.quality import (
-    PageQuality, crawled_pages, page_quality, read_oracle, write_oracle, zipf_quality,
+    PageQuality,
+    crawled_pages,
+    page_quality,
+    read_oracle,
+    write_oracle,
+    zipf_quality,
 )
 from crawler.urls import canonicalize
 
