@@ -1,13 +1,5 @@
-"""The outgoing link to one peer: queue, window, ACKs, resend, reconnect, spill.
-
-A batch accepted by `put` is in exactly one of these places until the peer
-ACKs it, and they are sent in this order (which is sequence-number order):
-
-    resend   sent on a connection that died before the ACK (at most window_batches)
-    spool    on disk (see spool.py), read back one batch at a time
-    pending  in memory, at most queue_batches
-
-On the wire, at most `window_batches` are unacknowledged (`unacked`).
+"""The outgoing link to one peer: the connection's life cycle (connect, handshake, transmit, ACKs,
+watchdog, reconnect) around its outbound queue (outbox.py: order, window, resend, spill to the spool).
 
 Backpressure choice: while the peer is up, a full `pending` makes `put`
 await (a slow receiver slows the splitter). While the peer is down, `put`
@@ -34,19 +26,16 @@ import asyncio
 import logging
 import random
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler.config.schema import NodeConfig
 from crawler.peers.auth import client_handshake
 from crawler.peers.frames import (
-    BATCH_HEAD,
-    HEADER_BYTES,
     MALFORMED,
     FrameError,
     FrameType,
-    batch_frame,
     decode_bye,
     decode_seq,
     encode_bye,
@@ -55,43 +44,24 @@ from crawler.peers.frames import (
     read_frame,
 )
 from crawler.peers.options import PeerOptions
-from crawler.peers.spool import SeqAllocator, Spool
+from crawler.peers.outbox import SPOOL_RETRY_S, Outbox
 
 log = logging.getLogger(__name__)
 
 BYE_DRAIN_S = 1.0          # most time spent pushing the BYE out at close
-SPOOL_RETRY_S = 1.0        # after a failed spool write (disk full), wait this long before trying again
 MIN_WATCHDOG_TICK_S = 0.01
 WATCHDOG_TICKS = 4         # watchdog checks per shortest timer
 QUIET_FAILURES = frozenset({"refused"})   # connect failures logged at INFO (a peer starting up), not WARNING
 
 
-@dataclass(slots=True)
-class Batch:
-    """One encoded BATCH frame and where its durable copy lives."""
-    seq: int
-    frame: bytes
-    urls: int
-    segment: int | None = None    # spool segment holding it; None = only in memory
-    sent_at: float = 0.0
-
-
 @dataclass
 class LinkCounters:
-    batches_sent: int = 0         # accepted by put() (once each; resends not counted)
-    urls_sent: int = 0
-    bytes_sent: int = 0
-    batches_resent: int = 0       # retransmissions after a lost connection
-    batches_acked: int = 0
-    urls_acked: int = 0
-    batches_spilled: int = 0      # batches written to the spool
-    batches_replayed: int = 0     # batches sent from the spool
+    """The connection's own counters (the batches' are the outbox's)."""
     controls_sent: int = 0
     controls_dropped: int = 0     # not connected, or too big
     connects: int = 0             # successful handshakes
-    connect_failures: Counter = field(default_factory=Counter)
-    disconnects: Counter = field(default_factory=Counter)
-    lost_at_close: int = 0        # batches neither delivered nor spooled at close (spool unwritable)
+    connect_failures: Counter[str] = field(default_factory=Counter)
+    disconnects: Counter[str] = field(default_factory=Counter)
 
 
 class LinkDown(Exception):
@@ -114,15 +84,8 @@ class PeerLink:
         self._secret = secret
         self.opts = options
         self.counters = LinkCounters()
-        self.spool = Spool(spool_dir / f"peer-{peer.id}", options.spool_segment_bytes)
-        self.seqs = SeqAllocator.open(self.spool.dir, floor=self.spool.max_seq())
-        # Batches reloaded from the spool count as sent in this process's life
-        # (the peer has not ACKed them), so sent - received stays the number in transit.
-        self.counters.batches_sent += self.spool.unread
-        self.resend: deque[Batch] = deque()
-        self.pending: deque[Batch] = deque()
-        self.last_seq = 0                  # the newest sequence number given to a batch
-        self.unacked: dict[int, Batch] = {}          # insertion order = transmission order
+        self._space = asyncio.Event()      # pending shrank or the link state changed
+        self.outbox = Outbox(peer.id, spool_dir, options, on_space=self._space.set)
         self.up = False
         self.down_since = time.monotonic()
         self.last_rx = 0.0
@@ -130,7 +93,6 @@ class PeerLink:
         self._ping_sent_at = 0.0
         self._writer: asyncio.StreamWriter | None = None
         self._work = asyncio.Event()       # something to transmit, or window space
-        self._space = asyncio.Event()      # pending shrank or the link state changed
         self._changed = asyncio.Event()    # an ACK arrived or the link state changed (close() watches)
         self._connecting = False
         self._try_after_close = False      # the attempt under way began after close()
@@ -139,9 +101,8 @@ class PeerLink:
         self._nudge = asyncio.Event()      # cut a reconnect delay short (stop, or close() wants a last try)
         self._closing = False
         self._closed = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._acked_this_session = 0
-        self._spool_retry_at = 0.0         # monotonic time before which a broken spool is not retried
         self._reported: set[str] = set()   # connect failure reasons logged since the link was last up
 
     # --- public surface ----------------------------------------------------------------
@@ -150,22 +111,17 @@ class PeerLink:
         self._task = asyncio.create_task(self._run(), name=f"peer-link-{self.peer_id}")
 
     @property
-    def in_memory(self) -> int:
-        """Batches held in RAM for this peer."""
-        return len(self.pending) + len(self.resend) + sum(1 for b in self.unacked.values() if b.segment is None)
+    def last_seq(self) -> int:
+        """The newest sequence number given to a batch."""
+        return self.outbox.last_seq
 
     def durable_through(self, seq: int) -> bool:
-        """Every batch numbered up to `seq` is ACKed (the peer's DUE has it) or in the spool: it
-        survives this process being killed. The node confirms fetched pages against this."""
-        for group in (self.pending, self.resend, self.unacked.values()):
-            for b in group:
-                if b.segment is None and b.seq <= seq:
-                    return False
-        return True
+        """Every batch numbered up to `seq` is ACKed or in the spool (see `Outbox.durable_through`)."""
+        return self.outbox.durable_through(seq)
 
     def drained(self) -> bool:
         """Nothing queued, nothing unacked, nothing spooled."""
-        return not (self.pending or self.resend or self.unacked or self.spool.live)
+        return self.outbox.drained()
 
     async def put(self, body: bytes, urls: int) -> None:
         """Accept one batch (an `encode_urls` body); awaits only while the peer is up and the queue is full.
@@ -175,21 +131,20 @@ class PeerLink:
         of order; a number given to a batch the spool then refused is just
         skipped.
         """
+        outbox = self.outbox
         while True:
             if self._closed:
                 raise RuntimeError(f"link to node {self.peer_id} is closed")
-            full = len(self.pending) >= self.opts.queue_batches
-            if self._closing or (not self.up and (full or self._down_too_long())):
-                if self._spill() and self._spool_one(body, urls):
+            if self._closing or (not self.up and (outbox.full or self._down_too_long())):
+                if outbox.spill() and outbox.spool_new(body, urls):
                     return
-            if len(self.pending) < self.opts.queue_batches:
-                self.pending.append(self._accept(body, urls))
+            if outbox.queue(body, urls):
                 self._work.set()
                 return
             self._space.clear()
             await self._space.wait()
 
-    def send_control(self, message: dict) -> bool:
+    def send_control(self, message: dict[str, object]) -> bool:
         """Best effort: written now if connected, else dropped."""
         if not self.up or self._writer is None or self._writer.is_closing():
             self.counters.controls_dropped += 1
@@ -233,16 +188,7 @@ class PeerLink:
         if self._writer is not None:
             self._writer.transport.abort()
         self._go_down("closed")
-        left = [b for b in self.resend if b.segment is None] + list(self.pending)
-        try:
-            self.spool.dump([b.frame for b in left])
-            self.counters.batches_spilled += len(left)
-        except OSError as exc:
-            self.counters.lost_at_close += len(left)
-            log.error("node %d: %d batches could not be spooled at close: %s", self.peer_id, len(left), exc)
-        self.pending.clear()
-        self.resend.clear()
-        self.spool.close()
+        self.outbox.close()
         self._closed = True
         self._space.set()             # puts still waiting now raise
 
@@ -254,90 +200,11 @@ class PeerLink:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._writer is not None:
             self._writer.transport.abort()
-        self.spool.close()
+        self.outbox.spool.close()
         self._space.set()
-
-    # --- queueing ------------------------------------------------------------------------
-
-    def _accept(self, body: bytes, urls: int) -> Batch:
-        """Number and frame a batch that is being placed now; counts it as sent (once, ever)."""
-        seq = self.seqs.next()
-        self.last_seq = seq
-        batch = Batch(seq, batch_frame(seq, urls, body), urls)
-        c = self.counters
-        c.batches_sent += 1
-        c.urls_sent += urls
-        c.bytes_sent += len(batch.frame)
-        return batch
 
     def _down_too_long(self) -> bool:
         return time.monotonic() - self.down_since >= self.opts.spill_after_s
-
-    def _memory_resend(self) -> list[Batch]:
-        """Batches a dead connection left unacknowledged that exist only in memory."""
-        return [b for b in self.resend if b.segment is None]
-
-    def _spill(self) -> bool:
-        """Move what is only in memory to the spool: a dead connection's unacknowledged batches (read
-        first: they are the oldest), then the whole pending queue, oldest first; False if the disk
-        refused. Until then the pages whose links they carry cannot be confirmed (`durable_through`)."""
-        if time.monotonic() < self._spool_retry_at:
-            return False
-        try:
-            memory = self._memory_resend()
-            if memory:
-                self.spool.prepend([b.frame for b in memory])
-                self.resend = deque(b for b in self.resend if b.segment is not None)
-                self.counters.batches_spilled += len(memory)
-            while self.pending:
-                self.spool.append([self.pending[0].frame])
-                self.pending.popleft()
-                self.counters.batches_spilled += 1
-        except OSError as exc:
-            self._spool_failed(exc)
-            return False
-        finally:
-            self._space.set()
-        return True
-
-    def _spool_one(self, body: bytes, urls: int) -> bool:
-        """Number a new batch and append it to the spool (after everything queued)."""
-        batch = self._accept(body, urls)
-        try:
-            self.spool.append([batch.frame])
-        except OSError as exc:
-            c = self.counters            # not accepted after all: the caller waits or queues it anew
-            c.batches_sent -= 1
-            c.urls_sent -= urls
-            c.bytes_sent -= len(batch.frame)
-            self._spool_failed(exc)
-            return False
-        self.counters.batches_spilled += 1
-        return True
-
-    def _spool_failed(self, exc: OSError) -> None:
-        log.error("spool for node %d not writable (retry in %.0f s): %s", self.peer_id, SPOOL_RETRY_S, exc)
-        self._spool_retry_at = time.monotonic() + SPOOL_RETRY_S
-
-    def _next_batch(self) -> Batch | None:
-        """The next batch to transmit, in sequence order, if the window allows."""
-        if len(self.unacked) >= self.opts.window_batches:
-            return None
-        if self.resend:
-            self.counters.batches_resent += 1
-            return self.resend.popleft()
-        if self.spool.unread:
-            got = self.spool.read_next()
-            if got is not None:
-                frame, segment = got
-                seq, urls = BATCH_HEAD.unpack_from(frame, HEADER_BYTES)
-                self.counters.batches_replayed += 1
-                return Batch(seq, frame, urls, segment)
-        if self.pending:
-            batch = self.pending.popleft()
-            self._space.set()
-            return batch
-        return None
 
     # --- connection loop -----------------------------------------------------------------
 
@@ -381,7 +248,8 @@ class PeerLink:
                 "to the spool meanwhile", self.peer_id, self.peer.host, self.peer.peer_port, reason)
 
     def _backoff(self, attempt: int) -> float:
-        """Capped exponential backoff with jitter: a random 50-100% of the step, so peers do not reconnect in lockstep."""
+        """Capped exponential backoff with jitter: a random 50-100% of the step, so peers do not reconnect
+        in lockstep."""
         step = min(self.opts.reconnect_max_s, self.opts.reconnect_min_s * (2 ** min(attempt, 32)))
         return step * random.uniform(0.5, 1.0)
 
@@ -391,9 +259,9 @@ class PeerLink:
         self._nudge.clear()
         while not self._stop.is_set() and not self._last_try:
             now = time.monotonic()
-            in_memory = bool(self.pending) or any(b.segment is None for b in self.resend)
+            in_memory = self.outbox.memory_only()
             if in_memory and self._down_too_long():
-                self._spill()
+                self.outbox.spill()
             if now >= end:
                 return
             wait_s = end - now
@@ -419,7 +287,7 @@ class PeerLink:
         try:
             await asyncio.wait_for(client_handshake(
                 reader, writer, me_id=self.me_id, peer_id=self.peer_id, cluster=self._cluster,
-                secret=self._secret, stream_id=self.seqs.stream_id), self.opts.handshake_timeout_s)
+                secret=self._secret, stream_id=self.outbox.seqs.stream_id), self.opts.handshake_timeout_s)
         except BaseException as exc:
             writer.transport.abort()
             if isinstance(exc, TimeoutError):
@@ -448,9 +316,7 @@ class PeerLink:
         log.info("link to node %d up (%s:%d)", self.peer_id, self.peer.host, self.peer.peer_port)
 
     def _go_down(self, reason: str) -> None:
-        if self.unacked:
-            self.resend.extendleft(reversed(list(self.unacked.values())))
-            self.unacked.clear()
+        self.outbox.connection_lost()
         if not self.up:
             return
         self.up = False
@@ -499,13 +365,12 @@ class PeerLink:
     async def _transmit(self, writer: asyncio.StreamWriter) -> None:
         # Hot path: one write per batch of ~1000 URLs, frames encoded once at put().
         while True:
-            batch = self._next_batch()
+            batch = self.outbox.next_batch()
             if batch is None:
                 self._work.clear()
                 await self._work.wait()
                 continue
-            batch.sent_at = time.monotonic()
-            self.unacked[batch.seq] = batch
+            self.outbox.sent(batch)
             writer.write(batch.frame)
             await writer.drain()
 
@@ -527,15 +392,9 @@ class PeerLink:
                 raise FrameError(MALFORMED, f"unexpected {ftype.name} from node {self.peer_id}")
 
     def _ack(self, seq: int) -> None:
-        batch = self.unacked.pop(seq, None)
-        if batch is None:
+        if not self.outbox.ack(seq):
             return                       # stale ACK from an earlier connection
-        c = self.counters
-        c.batches_acked += 1
-        c.urls_acked += batch.urls
         self._acked_this_session += 1
-        if batch.segment is not None:
-            self.spool.ack(batch.segment)
         self._work.set()
         self._changed.set()
 
@@ -546,26 +405,22 @@ class PeerLink:
             await asyncio.sleep(tick_s)
             now = time.monotonic()
             silent_s = now - self.last_rx
-            if (self.unacked or self._ping_sent_at) and silent_s >= o.dead_after_s:
+            oldest = self.outbox.oldest_unacked()
+            if (oldest is not None or self._ping_sent_at) and silent_s >= o.dead_after_s:
                 raise LinkDown("silent")
-            if self.unacked and now - next(iter(self.unacked.values())).sent_at >= o.ack_timeout_s:
+            if oldest is not None and now - oldest.sent_at >= o.ack_timeout_s:
                 raise LinkDown("ack_timeout")
             if silent_s >= o.ping_interval_s and not self._ping_sent_at:
                 self._ping_token += 1
                 self._ping_sent_at = now
                 writer.write(encode_seq(FrameType.PING, self._ping_token))
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, object]:
         c = self.counters
         return {
             "connected": self.up,
-            "batches_sent": c.batches_sent, "urls_sent": c.urls_sent, "bytes_sent": c.bytes_sent,
-            "batches_resent": c.batches_resent, "batches_acked": c.batches_acked, "urls_acked": c.urls_acked,
-            "batches_spilled": c.batches_spilled, "batches_replayed": c.batches_replayed,
-            "queued": len(self.pending), "unacked": len(self.unacked) + len(self.resend),
-            "in_memory": self.in_memory,
-            "spooled": self.spool.live, "spool_bytes": self.spool.size_bytes, "spool_segments": self.spool.segment_count,
+            **self.outbox.stats(),
             "controls_sent": c.controls_sent, "controls_dropped": c.controls_dropped,
             "connects": c.connects, "connect_failures": dict(c.connect_failures),
-            "disconnects": dict(c.disconnects), "lost_at_close": c.lost_at_close,
+            "disconnects": dict(c.disconnects), "lost_at_close": self.outbox.counters.lost_at_close,
         }

@@ -169,15 +169,15 @@ class PeerNetwork:
         """Exact counters: totals for termination, per-peer figures, rejected connections by reason."""
         peers = {}
         for peer_id, link in self._links.items():
-            out = link.counters
+            out = link.outbox.counters
             inc = self._server.inbound[peer_id]
             peers[peer_id] = {
                 "batches_sent": out.batches_sent, "urls_sent": out.urls_sent, "bytes_sent": out.bytes_sent,
                 "batches_acked": out.batches_acked, "urls_acked": out.urls_acked, "batches_resent": out.batches_resent,
                 "batches_received": inc.batches_received, "urls_received": inc.urls_received,
                 "bytes_received": inc.bytes_received, "batches_duplicate": inc.batches_duplicate,
-                "spooled": link.spool.live, "batches_spilled": out.batches_spilled,
-                "queued": len(link.pending), "unacked": len(link.unacked) + len(link.resend),
+                "spooled": link.outbox.spool.live, "batches_spilled": out.batches_spilled,
+                "queued": len(link.outbox.pending), "unacked": len(link.outbox.unacked) + len(link.outbox.resend),
             }
         return {
             "batches_sent_total": sum(p["batches_sent"] for p in peers.values()),

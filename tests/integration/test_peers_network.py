@@ -134,7 +134,7 @@ async def test_down_peer_spills_to_disk_then_drains_in_order(cluster):
     sent = [batch("spill", i) for i in range(50)]
     for urls in sent:
         await asyncio.wait_for(a.net.send(1, urls), 1.0)                  # never blocks: the peer is down
-    assert len(a.net._links[1].pending) <= 4
+    assert len(a.net._links[1].outbox.pending) <= 4
     await wait_until(lambda: a.net.counts()["peers"][1]["spooled"] == 50, what="everything spooled")
     assert spool_files(a, 1) and not a.net.idle()
     b = await cluster(cfgs[1], cfgs)
@@ -265,7 +265,7 @@ async def test_unacked_batches_of_a_dead_connection_spill_too_and_keep_their_ord
         for urls in sent:
             await asyncio.wait_for(a.net.send(1, urls), 2.0)
         marks = a.net.marks()
-        await wait_until(lambda: a.net._link(1).unacked or a.net._link(1).resend, what="sent, not acked")
+        await wait_until(lambda: a.net._link(1).outbox.unacked or a.net._link(1).outbox.resend, what="sent, not acked")
         assert not a.net.durable(marks)
     finally:
         fake.close()
@@ -292,8 +292,8 @@ async def test_slow_receiver_makes_send_wait_with_bounded_memory(cluster):
 
     async def sample():
         while not stop.is_set():
-            peak["pending"] = max(peak["pending"], len(link.pending))
-            peak["memory"] = max(peak["memory"], link.in_memory)
+            peak["pending"] = max(peak["pending"], len(link.outbox.pending))
+            peak["memory"] = max(peak["memory"], link.outbox.in_memory)
             await asyncio.sleep(0.001)
     sampler = asyncio.create_task(sample())
     sent = [batch("slow", i) for i in range(30)]
