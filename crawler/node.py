@@ -926,9 +926,8 @@ class Node:
                                           c.splitter.log.rotate_bytes)
         if self.n_nodes > 1:
             secret = cluster_secret(c, self.source)
-            options = {k: v for k, v in vars(c.peers).items() if k != "termination_round_s"}
             self.peers = PeerNetwork(self.me, c.cluster.nodes, c.cluster.name, secret, self.data_dir / "peers",
-                                     self._on_batch, self._on_control, **options)
+                                     self._on_batch, self._on_control, options=c.peers)
             self.termination = Termination(self.node_id, self.n_nodes, self._status, self.peers.send_control,
                                            self.peers.broadcast_control, lambda: self.stop("done"),
                                            c.peers.termination_round_s)

@@ -50,6 +50,5 @@ callbacks in progress have returned.
 """
 
 from crawler.peers.network import PeerNetwork
-from crawler.peers.options import PeerOptions
 
-__all__ = ["PeerNetwork", "PeerOptions"]
+__all__ = ["PeerNetwork"]

@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawler.config.schema import NodeConfig
+from crawler.config.schema import NodeConfig, PeersConfig
 from crawler.peers.auth import client_handshake
 from crawler.peers.frames import (
     MALFORMED,
@@ -43,7 +43,6 @@ from crawler.peers.frames import (
     encode_seq,
     read_frame,
 )
-from crawler.peers.options import PeerOptions
 from crawler.peers.outbox import SPOOL_RETRY_S, Outbox
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ class PeerLink:
     """Delivers batches to one peer, at least once, in sequence order."""
 
     def __init__(self, me_id: int, peer: NodeConfig, cluster: str, secret: bytes,
-                 spool_dir: Path, options: PeerOptions) -> None:
+                 spool_dir: Path, options: PeersConfig) -> None:
         self.me_id = me_id
         self.peer = peer
         self.peer_id = peer.id

@@ -8,11 +8,12 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-from crawler.config.schema import NodeConfig
+from crawler.config.schema import NodeConfig, PeersConfig
 from crawler.peers.frames import BATCH_OVERHEAD_BYTES, encode_urls
 from crawler.peers.link import PeerLink
-from crawler.peers.options import PeerOptions
+from crawler.peers.options import peer_options
 from crawler.peers.server import PeerServer
 
 LOCK_FILE = "LOCK"
@@ -23,7 +24,10 @@ class PeerNetwork:
 
     def __init__(self, me: NodeConfig, nodes: list[NodeConfig], cluster_name: str, secret: bytes,
                  spool_dir: str | Path, on_batch: Callable[[int, list[str]], Awaitable[None] | None],
-                 on_control: Callable[[int, dict], None] | None = None, **options) -> None:
+                 on_control: Callable[[int, dict], None] | None = None, options: PeersConfig | None = None,
+                 **overrides: Any) -> None:
+        """`options` is the config's `peers:` section (the defaults when None); `overrides` change single
+        keys of it (tests and benches set a few)."""
         ids = [n.id for n in nodes]
         if len(set(ids)) != len(ids):
             raise ValueError(f"cluster.nodes: duplicate node ids in {ids}")
@@ -35,7 +39,7 @@ class PeerNetwork:
         self.nodes = {n.id: n for n in nodes}
         self.cluster_name = cluster_name
         self.spool_dir = Path(spool_dir)
-        self.opts = PeerOptions(**options)
+        self.opts = peer_options(options, **overrides)
         self._secret = bytes(secret)
         self._on_batch = on_batch
         self._on_control = on_control
@@ -86,6 +90,7 @@ class PeerNetwork:
             return
         self._closed = True
         deadline = time.monotonic() + timeout_s
+        assert self._server is not None    # started
         try:
             await asyncio.gather(self._server.close(deadline), *(link.close(deadline) for link in self._links.values()))
         finally:
@@ -169,6 +174,7 @@ class PeerNetwork:
         """Exact counters: totals for termination, per-peer figures, rejected connections by reason."""
         peers = {}
         for peer_id, link in self._links.items():
+            assert self._server is not None    # links exist only once the server does
             out = link.outbox.counters
             inc = self._server.inbound[peer_id]
             peers[peer_id] = {

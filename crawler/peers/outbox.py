@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from crawler.config.schema import PeersConfig
 from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, batch_frame
-from crawler.peers.options import PeerOptions
 from crawler.peers.spool import SeqAllocator, Spool
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _no_op() -> None:
 class Outbox:
     """The batches bound for one peer, in sequence order, until ACKed: memory, spool and window."""
 
-    def __init__(self, peer_id: int, spool_dir: Path, options: PeerOptions,
+    def __init__(self, peer_id: int, spool_dir: Path, options: PeersConfig,
                  on_space: Callable[[], None] = _no_op, clock: Callable[[], float] = time.monotonic) -> None:
         self.peer_id = peer_id
         self.queue_batches = options.queue_batches

@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from crawler.config.schema import PeersConfig
 from crawler.peers.auth import server_handshake
 from crawler.peers.frames import (
     EOF,
@@ -43,7 +44,6 @@ from crawler.peers.frames import (
     encode_seq,
     read_frame,
 )
-from crawler.peers.options import PeerOptions
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class PeerServer:
     """Listens on the peer port and delivers authenticated batches to `on_batch`."""
 
     def __init__(self, me_id: int, known_ids: frozenset[int], cluster: str, secret: bytes,
-                 options: PeerOptions, on_batch: OnBatch, on_control: OnControl | None = None) -> None:
+                 options: PeersConfig, on_batch: OnBatch, on_control: OnControl | None = None) -> None:
         self.me_id = me_id
         self._known = known_ids
         self._cluster = cluster
@@ -149,6 +149,7 @@ class PeerServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        assert task is not None            # a connection callback always runs in a task
         self._handlers.add(task)
         try:
             conn = await self._admit(reader, writer)

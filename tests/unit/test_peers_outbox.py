@@ -4,8 +4,8 @@ import errno
 
 import pytest
 
+from crawler.config.schema import PeersConfig
 from crawler.peers.frames import HEADER_BYTES, decode_batch, encode_urls
-from crawler.peers.options import PeerOptions
 from crawler.peers.outbox import SPOOL_RETRY_S, Outbox
 from crawler.peers.spool import Spool
 
@@ -21,7 +21,7 @@ class Clock:
 
 
 def make(tmp_path, queue=4, window=2, clock=None, spaces=None):
-    options = PeerOptions(queue_batches=queue, window_batches=window)
+    options = PeersConfig(queue_batches=queue, window_batches=window)
     on_space = (lambda: spaces.append(1)) if spaces is not None else (lambda: None)
     return Outbox(PEER, tmp_path, options, on_space=on_space, clock=clock or Clock())
 
