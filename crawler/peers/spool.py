@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawler.fsutil import short_write_error
+from crawler.fsutil import atomic_write, short_write_error
 from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, FrameType, batch_seq
 
 log = logging.getLogger(__name__)
@@ -152,17 +152,17 @@ class Spool:
         self.seal()
 
     def _write(self, frame: bytes) -> tuple[_Segment, int]:
-        seg = self._write_seg
-        if seg is None or seg.size_bytes >= self.segment_bytes:
-            seg = self._open_segment()
+        seg, fd = self._write_seg, self._write_fd
+        if seg is None or fd is None or seg.size_bytes >= self.segment_bytes:
+            seg, fd = self._open_segment()
         offset = seg.size_bytes + RECORD.size
         try:
-            written = os.writev(self._write_fd, (RECORD.pack(len(frame), zlib.crc32(frame)), frame))
+            written = os.writev(fd, (RECORD.pack(len(frame), zlib.crc32(frame)), frame))
         except OSError:
             self.stats.write_errors += 1
             raise
         if written != RECORD.size + len(frame):   # disk full mid-record: drop the torn tail
-            os.ftruncate(self._write_fd, seg.size_bytes)
+            os.ftruncate(fd, seg.size_bytes)
             self.stats.write_errors += 1
             raise short_write_error(seg.path, written, RECORD.size + len(frame))
         seg.size_bytes += written
@@ -170,7 +170,7 @@ class Spool:
         self.stats.spilled_total += 1
         return seg, offset
 
-    def _open_segment(self) -> _Segment:
+    def _open_segment(self) -> tuple[_Segment, int]:
         self.seal()
         number = self._next_number
         self._next_number += 1
@@ -180,13 +180,13 @@ class Spool:
         seg = _Segment(number, path, size_bytes=len(SEGMENT_MAGIC), sealed=False)
         self._segments[number] = seg
         self._write_seg, self._write_fd = seg, fd
-        return seg
+        return seg, fd
 
     def seal(self) -> None:
         """Close the segment being written; the next append starts a new one."""
-        if self._write_seg is None:
-            return
         seg, fd = self._write_seg, self._write_fd
+        if seg is None or fd is None:
+            return
         self._write_seg = self._write_fd = None
         seg.sealed = True
         try:
@@ -211,12 +211,13 @@ class Spool:
         return None
 
     def _pread(self, number: int, offset: int, length: int) -> bytes | None:
-        if self._read_seg != number:
+        fd = self._read_fd
+        if self._read_seg != number or fd is None:
             self._close_reader()
-            self._read_fd = os.open(self._segments[number].path, os.O_RDONLY)
+            fd = self._read_fd = os.open(self._segments[number].path, os.O_RDONLY)
             self._read_seg = number
-        head = os.pread(self._read_fd, RECORD.size, offset - RECORD.size)
-        frame = os.pread(self._read_fd, length, offset)
+        head = os.pread(fd, RECORD.size, offset - RECORD.size)
+        frame = os.pread(fd, length, offset)
         if len(head) != RECORD.size or len(frame) != length or RECORD.unpack(head) != (length, zlib.crc32(frame)):
             self.stats.corrupt_records += 1
             log.warning("spool %s: corrupt record at offset %d skipped", self._segments[number].path, offset)
@@ -326,7 +327,8 @@ class SeqAllocator:
         except FileNotFoundError:
             alloc.stream_id = int.from_bytes(os.urandom(STREAM_ID_BYTES), "big") or 1
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: unreadable stream state ({exc}); remove the file to start a new stream") from None
+            raise ValueError(f"{path}: unreadable stream state ({exc}); "
+                             "remove the file to start a new stream") from None
         alloc._next = max(alloc._next, floor + 1)
         alloc._lease_end = alloc._next
         alloc._extend()
@@ -341,8 +343,4 @@ class SeqAllocator:
 
     def _extend(self) -> None:
         self._lease_end = self._next + SEQ_LEASE
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stream_id": self.stream_id, "lease_end": self._lease_end}), encoding="utf-8")
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps({"stream_id": self.stream_id, "lease_end": self._lease_end}))
