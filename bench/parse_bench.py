@@ -71,7 +71,8 @@ def candidates(page: ParsedPage) -> int:
 
 def testweb_bodies(count: int) -> tuple[list[tuple[bytes, str]], list[tuple[bytes, str]]]:
     """(HTML pages, stylesheets) of the built-in test web, as (body, url)."""
-    from crawler.testweb.model import Kind, Role, WebParams, build_web
+    from crawler.testweb.build import build_web
+    from crawler.testweb.model import Kind, Role, WebParams
     from crawler.testweb.pages import Renderer, css_body
     web = build_web(WebParams())
     renderer = Renderer(web)

@@ -17,8 +17,11 @@ verification (self-signed, expired, issued for another name).
 
 How the pieces fit:
 
-    model.py     WebParams -> Web: hosts, URL ids, the link table (CSR), redirects,
-                 robots policies; generated with numpy, same seed -> same web.
+    model.py     WebParams and Web: hosts, URL ids, the link table (CSR), redirects,
+                 robots policies, as plain data.
+    build.py     build_web(WebParams) -> Web, generated with numpy, same seed -> same
+                 web, in steps over one WebBuilder (build_state.py): hosts and URLs
+                 (build_hosts.py), then the link table (build_links.py).
     robots.py    one policy object renders robots.txt and answers allowed(path).
     trap.py      the trap's infinite path families, as pure functions.
     pages.py     Renderer.respond(host, path, port): every body the web serves
@@ -65,7 +68,8 @@ This package is self-contained: it never reads ../shared/testdata.
 
 from .audit import Comparison, Request, compare, duplicates, overlaps, read_access_log, short_gaps
 from .manifest import CrawlRules, Manifest, expected_crawl
-from .model import Role, Tls, Web, WebParams, build_web
+from .build import build_web
+from .model import Role, Tls, Web, WebParams
 from .server import TestWebServer
 
 __all__ = [

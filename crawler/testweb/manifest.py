@@ -70,13 +70,13 @@ from .model import (
     HOSTILE_ROLES,
     NOFOLLOW,
     Case,
-    Host,
+    WebHost,
     Kind,
     Role,
     Tls,
     Web,
     WebParams,
-    _row_indices,
+    row_indices,
 )
 from .pages import APP_JS_PATH, CSS_IMAGE_PATH, TEMPLATE_PATHS
 
@@ -330,7 +330,7 @@ class _Walk:
             pages = got[contributes[got]]
             start = web.link_off[pages]
             counts = web.link_off[pages + 1] - start
-            idx = _row_indices(start, counts)
+            idx = row_indices(start, counts)
             keep = None if rules.follow_nofollow else (web.link_flags[idx] & NOFOLLOW) == 0
             if keep is not None:
                 idx = idx[keep]
@@ -444,7 +444,7 @@ class _Walk:
             contacted.add((h, host.content_https and not twin))
         return contacted
 
-    def _path_status(self, host: Host, path: str) -> int:
+    def _path_status(self, host: WebHost, path: str) -> int:
         """What the server answers for a path outside the link table (or in it: its URL's status)."""
         uid = self.web.lookup(host.index, path)
         if uid is not None:
@@ -526,6 +526,6 @@ class _Walk:
 def web_and_manifest(params: WebParams, port: int, rules: CrawlRules = CrawlRules(),
                      tls_port: int = 0) -> tuple[Web, Manifest]:
     """Convenience: build the web and its manifest in one call."""
-    from .model import build_web
+    from .build import build_web
     web = build_web(params)
     return web, expected_crawl(web, port, rules, tls_port=tls_port)

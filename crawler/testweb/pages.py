@@ -47,7 +47,7 @@ from .model import (
     Case,
     Elem,
     Form,
-    Host,
+    WebHost,
     Kind,
     Role,
     Tls,
@@ -135,7 +135,7 @@ class RobotsOutage:
         self._failures = web.params.robots_error_answers
         self._seen: dict[str, int] = {}
 
-    def reply(self, host: Host, path: str) -> Reply | None:
+    def reply(self, host: WebHost, path: str) -> Reply | None:
         """The recovered answer, or None when the renderer's (500) stands."""
         if host.role is not Role.ROBOTS500 or path != ROBOTS_PATH or not self._failures:
             return None
@@ -164,7 +164,7 @@ class Renderer:
 
     # --- routing -----------------------------------------------------------------
 
-    def respond(self, host: Host, path: str, port: int, tls_port: int = 0, scheme: str = HTTP,
+    def respond(self, host: WebHost, path: str, port: int, tls_port: int = 0, scheme: str = HTTP,
                 query: str = "") -> Reply:
         """The reply for GET `path` (and `query`, kept in a redirect to https://) on `host`, asked
         over `scheme`, when the web is served on `port` and HTTPS on `tls_port`."""
@@ -178,7 +178,7 @@ class Renderer:
             return Reply(reply.status, reply.content_type, reply.body, reply.headers, reply.stream, delay)
         return reply
 
-    def scheme_reply(self, host: Host, path: str, tls_port: int, scheme: str, query: str = "") -> Reply | None:
+    def scheme_reply(self, host: WebHost, path: str, tls_port: int, scheme: str, query: str = "") -> Reply | None:
         """301 to https:// or 421 when `host` serves no content over `scheme`; None when it does."""
         if (scheme == HTTPS) == host.content_https:
             return None
@@ -187,7 +187,7 @@ class Renderer:
             return Reply(301, HTML, _moved_page(301, loc, path), (("Location", loc),))
         return Reply(421, HTML, _error_page(421, "Misdirected Request", path))
 
-    def _respond(self, host: Host, path: str, port: int, tls_port: int) -> Reply:
+    def _respond(self, host: WebHost, path: str, port: int, tls_port: int) -> Reply:
         web = self.web
         if path == "/robots.txt":
             return self.robots(host)
@@ -220,7 +220,7 @@ class Renderer:
 
     # --- simple resources --------------------------------------------------------
 
-    def robots(self, host: Host) -> Reply:
+    def robots(self, host: WebHost) -> Reply:
         policy = host.robots
         if policy.status == 200:
             return Reply(200, TEXT, policy.render(host.name).encode())
@@ -437,7 +437,7 @@ class Renderer:
                 blocks.append(f'<iframe src{q} title="{text}"></iframe>')
         return self._document(uid, host, port, tls_port, seed, title, site, head, anchors, blocks, figures)
 
-    def _document(self, uid: int, host: Host, port: int, tls_port: int, seed: int, title: str, site: str,
+    def _document(self, uid: int, host: WebHost, port: int, tls_port: int, seed: int, title: str, site: str,
                   head: list[str], anchors: list[str], blocks: list[str], figures: list[str]) -> bytes:
         web = self.web
         pool = self._paragraphs
@@ -521,7 +521,7 @@ class Renderer:
 
     # --- special hosts -----------------------------------------------------------
 
-    def trap_page(self, host: Host, path: str, port: int, tls_port: int = 0) -> bytes:
+    def trap_page(self, host: WebHost, path: str, port: int, tls_port: int = 0) -> bytes:
         """A trap page: links to deeper trap pages (relative, ./ or absolute) and back to `/`."""
         origin = host.origin(port, tls_port)
         depth = path.count("/")

@@ -44,7 +44,8 @@ from aiohttp import web
 
 from .certs import CertAuthority
 from .hostile import Hostile, Progress
-from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams, build_web
+from .build import build_web
+from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams
 from .pages import DEFAULT_CACHE_ENTRIES, HTTP, HTTPS, Renderer, RobotsOutage
 from .tls import CA_FILE, WebCerts, server_context, write_certs
 

@@ -23,7 +23,8 @@ from tests.integration.servers import Nginx, free_tcp_port, require_binary
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import REFUSAL_REASONS, CrawlRules, expected_crawl
-from crawler.testweb.model import TLS_BAD_ROLES, Role, Tls, WebParams, build_web
+from crawler.testweb.build import build_web
+from crawler.testweb.model import TLS_BAD_ROLES, Role, Tls, WebParams
 from crawler.testweb.pages import Renderer
 from crawler.testweb.process import TestWebProcess
 from crawler.testweb.reference import extract_links, http_fetch, reference_crawl

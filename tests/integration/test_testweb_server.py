@@ -21,7 +21,8 @@ import pytest
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
-from crawler.testweb.model import CASE_PATHS, Case, Kind, Role, WebParams, build_web
+from crawler.testweb.build import build_web
+from crawler.testweb.model import CASE_PATHS, Case, Kind, Role, WebParams
 from crawler.testweb.pages import Renderer
 from crawler.testweb.process import TestWebProcess
 from crawler.testweb.reference import http_fetch, reference_crawl

@@ -16,6 +16,7 @@ from protego import Protego
 from crawler.testweb import audit, trap
 from crawler.testweb.cli import main as cli_main
 from crawler.testweb.hostile import gzip_bomb
+from crawler.testweb.build import build_web
 from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
 from crawler.testweb.model import (
     CASE_PATHS,
@@ -25,7 +26,6 @@ from crawler.testweb.model import (
     Kind,
     Role,
     WebParams,
-    build_web,
 )
 from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.reference import extract_links, reference_crawl, renderer_fetch

@@ -15,7 +15,8 @@ from crawler.fetch.result import PERMANENT, REASON_CODES
 from crawler.testweb import audit
 from crawler.testweb.cli import main as cli_main
 from crawler.testweb.manifest import REFUSAL_REASONS, TLS_REASONS, CrawlRules, Manifest, expected_crawl
-from crawler.testweb.model import TLS_BAD_ROLES, Form, Kind, Role, Tls, WebParams, build_web
+from crawler.testweb.build import build_web
+from crawler.testweb.model import TLS_BAD_ROLES, Form, Kind, Role, Tls, WebParams
 from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.quality import page_quality
 from crawler.testweb.reference import extract_links, reference_crawl, renderer_fetch
