@@ -73,7 +73,8 @@ def testweb_bodies(count: int) -> tuple[list[tuple[bytes, str]], list[tuple[byte
     """(HTML pages, stylesheets) of the built-in test web, as (body, url)."""
     from crawler.testweb.build import build_web
     from crawler.testweb.model import Kind, Role, WebParams
-    from crawler.testweb.pages import Renderer, css_body
+    from crawler.testweb.pages import Renderer
+    from crawler.testweb.resources import css_body
     web = build_web(WebParams())
     renderer = Renderer(web)
     pages, sheets = [], []

@@ -26,6 +26,9 @@ How the pieces fit:
     trap.py      the trap's infinite path families, as pure functions.
     pages.py     Renderer.respond(host, path, port): every body the web serves
                  (realistic markup; each link written in its stored form).
+    hrefs.py     how each stored link form is written as an href.
+    resources.py the bodies that are not pages: images, CSS, script, redirect and
+                 error pages.
     hostile.py   the bad host's streamed cases (endless, too large, gzip bomb, stall).
     server.py    TestWebServer: aiohttp, Host-header virtual hosts (and a TLS port
                  choosing certificates by SNI), JSON-lines access log with

@@ -70,15 +70,16 @@ from .model import (
     HOSTILE_ROLES,
     NOFOLLOW,
     Case,
-    WebHost,
     Kind,
     Role,
     Tls,
     Web,
+    WebHost,
     WebParams,
     row_indices,
 )
-from .pages import APP_JS_PATH, CSS_IMAGE_PATH, TEMPLATE_PATHS
+from .pages import APP_JS_PATH, TEMPLATE_PATHS
+from .resources import CSS_IMAGE_PATH
 
 MAX_TRAP_PAGES = 1_000_000
 """Refuse rules so loose that the bounded trap would exceed this many pages."""

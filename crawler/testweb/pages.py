@@ -33,26 +33,24 @@ written absolute instead where the target does not speak that scheme.
 from __future__ import annotations
 
 import random
-import struct
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import trap
+from .hrefs import HrefWriter, mix, relative_ref
 from .model import (
-    DIRS,
     FAILING_CASES,
     NOFOLLOW,
     WORDS,
     Case,
     Elem,
-    Form,
-    WebHost,
     Kind,
     Role,
     Tls,
     Web,
+    WebHost,
 )
+from .resources import app_js, css_body, error_page, html_escape, moved_page, png_body
 
 HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
@@ -69,14 +67,11 @@ HERO_PATH = "/static/hero-bg.jpg"
 TEMPLATE_PATHS = (APP_JS_PATH, HERO_PATH)
 """What every page's template (not its link table) references: resources a crawler fetches (parse.link_sources
 takes script[src] and style url()), leaves of the crawl (the manifest adds them per page)."""
-CSS_IMAGE_PATH = "/img/0.png"
-"""The `url()` of every stylesheet (path-absolute: resolved against the stylesheet's URL)."""
 DEFAULT_CACHE_ENTRIES = 4096
 """Rendered bodies kept per renderer (LRU); a crawl fetches each page once, tests and benchmarks more."""
 PARAGRAPHS_IN_POOL = 64
 NAV_LINKS = 6
 LINKS_PER_SENTENCE = 6
-FRAGMENTS = ("top", "main", "comments", "section-2", "intro", "p3")
 _NONCRAWLABLE = (
     '<a href="mailto:webmaster@{host}">Contact</a>',
     '<a href="javascript:void(0)" onclick="return false">Share</a>',
@@ -86,27 +81,8 @@ _NONCRAWLABLE = (
 )
 _NOFOLLOW_RELS = ("nofollow", "nofollow noopener", "noopener nofollow", "ugc nofollow")
 _META_NOFOLLOW = ("nofollow", "noindex, nofollow", "noarchive,nofollow")
-_MASK64 = (1 << 64) - 1
-_SALT_STEP = 0x9E3779B1  # per-link salt = page salt + i * step (cheap, deterministic)
-_SALT_MASK = (1 << 32) - 1
-# Plain ints for the per-link loop (enum attribute access costs ~10x an int compare).
-_F_PATH_ABS, _F_REL, _F_DOT_REL, _F_ABS, _F_ABS_UPPER, _F_SCHEME_REL, _F_FRAGMENT, _F_PCT, _F_DOTSEG, \
-    _F_SPACES, _F_ENTITY, _F_NO_SLASH, _F_SELF_FRAG, _F_SELF_EMPTY = (int(f) for f in Form)
 _E_A, _E_AREA, _E_IFRAME, _E_FORM, _E_LINK_ALT, _E_IMG, _E_EMBED, _E_SOURCE, _E_LINK_CSS, _E_LINK_ICON, \
     _E_FRAME = (int(e) for e in Elem)
-
-
-def mix(a: int, b: int) -> int:
-    """Deterministic 64-bit hash of two ints (splitmix64 finaliser); no str hash randomisation."""
-    x = (a * 0x9E3779B97F4A7C15 + b + 0x632BE59BD9B4E019) & _MASK64
-    x ^= x >> 30
-    x = (x * 0xBF58476D1CE4E5B9) & _MASK64
-    x ^= x >> 27
-    x = (x * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-_Origins = tuple[list[str], list[str], list[str | None], list[str | None]]
 
 
 @dataclass(frozen=True)
@@ -151,7 +127,6 @@ class Renderer:
         self.web = web
         self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._cache_entries = cache_entries
-        self._origins: dict[tuple[int, int], _Origins] = {}
         self._paragraphs = _paragraph_pool(web.params.seed)
         self._texts: list[str] | None = None
         self._plain: list[bool] = []
@@ -159,8 +134,7 @@ class Renderer:
         self._url_host = web.url_host.tolist()
         self._url_kind = web.url_kind.tolist()
         self._latency_s = web.host_latency_s.tolist()
-        self._content_https = [h.content_https for h in web.hosts]
-        self._link_https = [h.link_https for h in web.hosts]
+        self._links = HrefWriter(web)
 
     # --- routing -----------------------------------------------------------------
 
@@ -184,8 +158,8 @@ class Renderer:
             return None
         if host.tls is Tls.REDIRECT:
             loc = host.content_origin(0, tls_port) + path + (f"?{query}" if query else "")
-            return Reply(301, HTML, _moved_page(301, loc, path), (("Location", loc),))
-        return Reply(421, HTML, _error_page(421, "Misdirected Request", path))
+            return Reply(301, HTML, moved_page(301, loc, path), (("Location", loc),))
+        return Reply(421, HTML, error_page(421, "Misdirected Request", path))
 
     def _respond(self, host: WebHost, path: str, port: int, tls_port: int) -> Reply:
         web = self.web
@@ -200,7 +174,7 @@ class Renderer:
         uid = web.lookup(host.index, path)
         if uid is None:
             if path == APP_JS_PATH and host.role is Role.ORDINARY:
-                return Reply(200, JS, _app_js(host.name))
+                return Reply(200, JS, app_js(host.name))
             return self.not_found(path)
         kind = self._url_kind[uid]
         if kind == Kind.PAGE:
@@ -225,18 +199,18 @@ class Renderer:
         if policy.status == 200:
             return Reply(200, TEXT, policy.render(host.name).encode())
         if policy.status >= 500:
-            return Reply(policy.status, HTML, _error_page(policy.status, "Internal Server Error", "/robots.txt"))
+            return Reply(policy.status, HTML, error_page(policy.status, "Internal Server Error", "/robots.txt"))
         return self.not_found("/robots.txt")
 
     def not_found(self, path: str) -> Reply:
-        return Reply(404, HTML, _error_page(404, "Not Found", path))
+        return Reply(404, HTML, error_page(404, "Not Found", path))
 
     def redirect(self, uid: int, port: int, tls_port: int = 0) -> Reply:
         """301/302 with a Location written absolute, path-absolute or relative to the request URL."""
         web = self.web
         r = web.redirects[uid]
         loc = self.location(uid, port, tls_port)
-        return Reply(r.status, HTML, _moved_page(r.status, loc, web.url_path[uid]), (("Location", loc),))
+        return Reply(r.status, HTML, moved_page(r.status, loc, web.url_path[uid]), (("Location", loc),))
 
     def location(self, uid: int, port: int, tls_port: int = 0) -> str:
         """The Location header of redirect `uid`."""
@@ -245,7 +219,7 @@ class Renderer:
         tgt = r.target
         th = self._url_host[tgt]
         tp = web.url_path[tgt]
-        origins, upper, _, _ = self._origin_lists(port, tls_port)
+        origins, upper, _, _ = self._links.origin_lists(port, tls_port)
         if th != self._url_host[uid] or r.form == 0:
             return origins[th] + tp
         if r.form == 3:
@@ -253,7 +227,7 @@ class Renderer:
         if r.form == 1:
             return tp
         here = web.url_path[uid]
-        return _relative(here[: here.rfind("/") + 1], tp)
+        return relative_ref(here[: here.rfind("/") + 1], tp)
 
     # --- pages -------------------------------------------------------------------
 
@@ -286,91 +260,6 @@ class Renderer:
             self._texts = [_anchor(t) for t in range(self.web.urls)]
         return self._texts
 
-    def _origin_lists(self, port: int, tls_port: int = 0) -> _Origins:
-        """Per host: its link origin, an upper-case variant, and its scheme-relative prefix for an
-        http:// and for an https:// base (None where the host does not speak that scheme)."""
-        key = (port, tls_port)
-        got = self._origins.get(key)
-        if got is None:
-            hosts = self.web.hosts
-            plain = [h.origin(port, tls_port) for h in hosts]
-            upper = []
-            for i, o in enumerate(plain):
-                # Alternate: upper-case scheme only, or scheme and host.
-                upper.append("HTTP" + o[4:] if i % 2 else o.upper())
-            sr_http = [None if h.tls is Tls.ONLY else "//" + o[7:] for h, o in zip(hosts, plain)]
-            sr_https = [None if h.tls is Tls.NONE else f"//{h.name}:{tls_port}" for h in hosts]
-            got = self._origins[key] = (plain, upper, sr_http, sr_https)
-        return got
-
-    def _hrefs(self, uid: int, port: int, tls_port: int = 0) -> tuple[list[str], list[int], list[int], list[int]]:
-        """(hrefs, elements, flags, targets) of `uid`'s links, in table order.
-
-        Hot path of serving: one iteration per link, plain ints and local names only.
-        """
-        web = self.web
-        a, b = int(web.link_off[uid]), int(web.link_off[uid + 1])
-        tgts = web.link_tgt[a:b].tolist()
-        forms = web.link_form[a:b].tolist()
-        url_host = self._url_host
-        paths = web.url_path
-        origins, upper, sr_http, sr_https = self._origin_lists(port, tls_port)
-        base = web.bases.get(uid)
-        if base is None:
-            base_host = url_host[uid]
-            here = paths[uid]
-            base_dir = here[: here.rfind("/") + 1]
-            base_https = self._content_https[base_host]
-        else:
-            base_host, base_dir = base.host, base.dir
-            # An absolute <base href> carries its host's link scheme; a path-absolute one the page's.
-            base_https = self._content_https[url_host[uid]] if base.form == 1 else self._link_https[base.host]
-        srs = sr_https if base_https else sr_http   # scheme-relative links take the base's scheme
-        hrefs = []
-        append = hrefs.append
-        page_salt = mix(uid, 0x5A17)
-        nfrag = len(FRAGMENTS)
-        for i, tgt in enumerate(tgts):
-            form = forms[i]
-            th = url_host[tgt]
-            if th != base_host:
-                if form == _F_ABS or form <= _F_DOT_REL:
-                    append(origins[th] + paths[tgt])
-                elif form >= _F_SELF_FRAG:
-                    append(_self_href(form, page_salt + i * _SALT_STEP))
-                else:
-                    append(_absolute(form, origins[th], upper[th], srs[th], paths[tgt],
-                                     ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3))
-                continue
-            if form == _F_PATH_ABS:
-                append(paths[tgt])
-            elif form == _F_REL:
-                append(_relative(base_dir, paths[tgt]))
-            elif form == _F_ABS:
-                append(origins[th] + paths[tgt])
-            elif form == _F_DOT_REL:
-                rel = _relative(base_dir, paths[tgt])
-                append(rel if rel.startswith("../") else "./" + rel)
-            elif form >= _F_SELF_FRAG:
-                append(_self_href(form, page_salt + i * _SALT_STEP))
-            else:
-                tp = paths[tgt]
-                salt = ((page_salt + i * _SALT_STEP) & _SALT_MASK) >> 3
-                if form == _F_FRAGMENT:
-                    append(tp + "#" + FRAGMENTS[salt % nfrag])
-                elif form == _F_PCT:
-                    append(_pct(tp, salt))
-                elif form == _F_DOTSEG:
-                    append(_dotseg(tp, salt))
-                elif form == _F_SPACES:
-                    append("  " + tp + " ")
-                elif form == _F_ENTITY:
-                    append(_entity(tp, salt))
-                elif form == _F_NO_SLASH and tp == "/" and salt & 1:
-                    append(origins[th])
-                else:
-                    append(_absolute(form, origins[th], upper[th], srs[th], tp, salt))
-        return hrefs, web.link_elem[a:b].tolist(), web.link_flags[a:b].tolist(), tgts
 
     def _page(self, uid: int, port: int, tls_port: int) -> bytes:
         web = self.web
@@ -386,7 +275,7 @@ class Renderer:
         texts = self._anchor_texts()
         paths = web.url_path
         # Hot path of serving: one iteration per link, ints and local names only.
-        hrefs, elems, flag_list, tgts = self._hrefs(uid, port, tls_port)
+        hrefs, elems, flag_list, tgts = self._links.hrefs(uid, port, tls_port)
         plain = self._plain_positions(len(hrefs))
         e_a = _E_A
         add_anchor = anchors.append
@@ -425,9 +314,11 @@ class Renderer:
             elif elem == _E_EMBED:
                 blocks.append(f'<embed src{q} type="image/png" width="32" height="32">')
             elif elem == _E_SOURCE:
-                blocks.append(f'<audio controls><source src{q} type="audio/ogg">Your browser does not support audio.</audio>')
+                blocks.append(f'<audio controls><source src{q} type="audio/ogg">'
+                              'Your browser does not support audio.</audio>')
             elif elem == _E_AREA:
-                blocks.append(f'<map name="m{uid}-{i}"><area shape="rect" coords="0,0,80,40" href{q} alt="{text}"></map>')
+                blocks.append(f'<map name="m{uid}-{i}"><area shape="rect" coords="0,0,80,40" href{q} '
+                              f'alt="{text}"></map>')
             elif elem == _E_IFRAME:
                 blocks.append(f'<iframe src{q} title="{text}" width="300" height="150" loading="lazy"></iframe>')
             elif elem == _E_FORM:
@@ -449,7 +340,7 @@ class Renderer:
         ]
         base = web.bases.get(uid)
         if base is not None:
-            origins, upper, _, _ = self._origin_lists(port, tls_port)
+            origins, upper, _, _ = self._links.origin_lists(port, tls_port)
             prefix = ("" if base.form == 1 else (upper if base.form == 2 else origins)[base.host])
             out.append(f'<base href="{prefix}{base.path}">\n')
         if web.meta_nofollow[uid]:
@@ -480,7 +371,8 @@ class Renderer:
         out.append("</ul></nav></header>\n<main id=\"main\" role=\"main\">\n<article class=\"post\">\n")
         out.append(f"<h1>{title}</h1>\n<p class=\"byline\">By <span class=\"author\">"
                    f"{WORDS[(seed >> 24) % len(WORDS)].capitalize()} {WORDS[(seed >> 32) % len(WORDS)].capitalize()}"
-                   f"</span> &middot; <time datetime=\"2025-03-{seed % 28 + 1:02d}\">March {seed % 28 + 1}, 2025</time></p>\n")
+                   f"</span> &middot; <time datetime=\"2025-03-{seed % 28 + 1:02d}\">"
+                   f"March {seed % 28 + 1}, 2025</time></p>\n")
         paragraphs = 3 + seed % 7
         inline = max(0, len(rest) - len(rest) // 3)
         per = max(1, -(-inline // paragraphs))
@@ -506,14 +398,15 @@ class Renderer:
         if extra:
             items = [_NONCRAWLABLE[(seed + t) % len(_NONCRAWLABLE)].format(host=host.name) for t in range(extra)]
             out.append("<p class=\"contact\">" + " &middot; ".join(items) + "</p>\n")
-        out.append(f"<p>&copy; 2025 {site}. All rights reserved. <span class=\"path\">{_html_escape(web.url_path[uid])}</span></p>\n")
+        out.append(f"<p>&copy; 2025 {site}. All rights reserved. "
+                   f"<span class=\"path\">{html_escape(web.url_path[uid])}</span></p>\n")
         out.append("</footer>\n</body>\n</html>\n")
         return "".join(out).encode()
 
     def _frameset(self, uid: int, port: int, tls_port: int) -> bytes:
         title = _title(uid)
         frames = "".join(f'<frame src="{href}" name="f{i}">\n'
-                         for i, href in enumerate(self._hrefs(uid, port, tls_port)[0]))
+                         for i, href in enumerate(self._links.hrefs(uid, port, tls_port)[0]))
         return (f'<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Frameset//EN" "http://www.w3.org/TR/html4/frameset.dtd">\n'
                 f'<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
                 f'<frameset rows="20%,80%">\n{frames}<noframes>Your browser does not support frames.</noframes>\n'
@@ -535,14 +428,15 @@ class Renderer:
                 rel = child[len(path):]
                 href = (rel, "./" + rel, origin + child)[(depth + i) % 3]
             items.append(f'<li><a href="{href}">{"home" if child == "/" else child}</a></li>')
-        return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Archive {_html_escape(path)}</title></head>\n"
-                f"<body><h1>Archive {_html_escape(path)}</h1>\n<p>Browse older and newer entries.</p>\n"
+        return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+                f"<title>Archive {html_escape(path)}</title></head>\n"
+                f"<body><h1>Archive {html_escape(path)}</h1>\n<p>Browse older and newer entries.</p>\n"
                 f"<ul>\n{chr(10).join(items)}\n</ul>\n</body></html>\n").encode()
 
     def case(self, uid: int, case: Case, port: int, tls_port: int = 0) -> Reply:
         """The bad host's 200 cases with links: malformed markup and charset confusions."""
         texts = self._anchor_texts()
-        hrefs, _, _, tgts = self._hrefs(uid, port, tls_port)
+        hrefs, _, _, tgts = self._links.hrefs(uid, port, tls_port)
         links = [f'<a href="{href}">{texts[tgt]}</a>' for href, tgt in zip(hrefs, tgts)]
         if case is Case.MALFORMED:
             body = (b"<html><head><title>Malformed page</title><body bgcolor=white>\n"
@@ -551,11 +445,13 @@ class Renderer:
                     b"</td></tr></table></span></font></div></div></div></div>\n"
                     b"\x00\x01\x02 junk \xff\xfe\xfd \x80\x81\xc3( &#xZZ; &bogus; &amp <<>> </ >\n"
                     b"<ul><li>item one<li>item two " + b" ".join(x.encode() for x in links[1:]) + b"\n"
-                    b"<p>Nested <a>garbage <b><i><u>deep</b></u></i> <form><form><select><option>x</select></p></p></p>\n"
+                    b"<p>Nested <a>garbage <b><i><u>deep</b></u></i> "
+                    b"<form><form><select><option>x</select></p></p></p>\n"
                     b"<!-- a comment that never ends\n<a href=\"/bad-ok/inside-comment.html\">not a link</a>\n")
             return Reply(200, HTML, body)
         if case is Case.CP1252:
-            text = ("<!DOCTYPE html>\n<html><head><title>Caf\u00e9 \u201cquoted\u201d \u2013 windows-1252</title></head>\n"
+            text = ("<!DOCTYPE html>\n<html><head>"
+                    "<title>Caf\u00e9 \u201cquoted\u201d \u2013 windows-1252</title></head>\n"
                     "<body><p>Na\u00efve caf\u00e9 r\u00e9sum\u00e9 \u2014 \u20ac5, \u2018single\u2019 \u2026</p>\n"
                     + "\n".join(links) + "\n</body></html>\n")
             return Reply(200, "text/html; charset=utf-8", text.encode("cp1252"))
@@ -565,7 +461,8 @@ class Renderer:
                     + "\n".join(links) + "\n</body></html>\n")
             return Reply(200, "text/html", text.encode("latin-1"))
         if case is Case.SHIFT_JIS:
-            text = ("<!DOCTYPE html>\n<html><head><meta charset=\"shift_jis\"><title>\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8</title></head>\n"
+            text = ("<!DOCTYPE html>\n<html><head><meta charset=\"shift_jis\">"
+                    "<title>\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8</title></head>\n"
                     "<body><p>\u3053\u308c\u306f\u30b7\u30d5\u30c8JIS\u3067\u66f8\u304b\u308c\u305f\u30da\u30fc\u30b8\u3067\u3059\u3002"
                     "\u30ea\u30f3\u30af\u306f\u4e0b\u306b\u3042\u308a\u307e\u3059\u3002</p>\n"
                     + "\n".join(links) + "\n</body></html>\n")
@@ -574,71 +471,6 @@ class Renderer:
 
 
 # --- helpers (pure functions) ----------------------------------------------------
-
-
-def _absolute(form: int, origin: str, upper: str, scheme_rel: str | None, tp: str, salt: int) -> str:
-    """An absolute (or scheme-relative) form of origin + tp; `scheme_rel` is the target's
-    scheme-relative prefix for the base's scheme (None: the target does not speak it, write origin + tp)."""
-    if form == _F_ABS_UPPER:
-        return upper + tp
-    if form == _F_SCHEME_REL:
-        return (origin if scheme_rel is None else scheme_rel) + tp
-    if form == _F_FRAGMENT:
-        return origin + tp + "#" + FRAGMENTS[salt % len(FRAGMENTS)]
-    if form == _F_PCT:
-        return origin + _pct(tp, salt)
-    if form == _F_DOTSEG:
-        return origin + _dotseg(tp, salt)
-    if form == _F_SPACES:
-        return " " + origin + tp + "\n"
-    if form == _F_NO_SLASH and tp == "/":
-        return origin
-    return origin + tp
-
-
-def _self_href(form: int, salt: int) -> str:
-    """A link to the page itself: a bare fragment or an empty href."""
-    return "#" + FRAGMENTS[(salt >> 5) % len(FRAGMENTS)] if form == _F_SELF_FRAG else ""
-
-
-def _relative(base_dir: str, tp: str) -> str:
-    """Relative reference from directory `base_dir` (ends with /) to path `tp`."""
-    if tp.startswith(base_dir):
-        rel = tp[len(base_dir):]
-    elif base_dir == "/":
-        rel = tp[1:]
-    else:
-        b = base_dir.split("/")[1:-1]
-        t = tp.split("/")[1:]
-        i = 0
-        while i < len(b) and i < len(t) - 1 and b[i] == t[i]:
-            i += 1
-        rel = "../" * (len(b) - i) + "/".join(t[i:])
-    return rel or "./"
-
-
-def _pct(tp: str, salt: int) -> str:
-    """Percent-escape one unreserved character of the path (never '/' or '.')."""
-    cands = [i for i, c in enumerate(tp) if c.isalnum() or c in "-_~"]
-    if not cands:
-        return tp
-    i = cands[salt % len(cands)]
-    esc = f"%{ord(tp[i]):02X}" if salt & 2 else f"%{ord(tp[i]):02x}"
-    return tp[:i] + esc + tp[i + 1:]
-
-
-def _dotseg(tp: str, salt: int) -> str:
-    """The path with a removable dot segment."""
-    if salt & 4:
-        return "/./" + tp[1:]
-    return f"/{DIRS[salt % len(DIRS)]}/.." + tp
-
-
-def _entity(tp: str, salt: int) -> str:
-    """One character of the path as an HTML character reference (decoded by the parser)."""
-    cands = [i for i, c in enumerate(tp) if c.isalnum()] or [0]
-    i = cands[salt % len(cands)]
-    return tp[:i] + f"&#{ord(tp[i])};" + tp[i + 1:]
 
 
 def _attr(href: str, i: int) -> str:
@@ -662,26 +494,6 @@ def _title(uid: int) -> str:
     n = len(WORDS)
     words = [WORDS[(h >> (8 * k)) % n] for k in range(3 + h % 3)]
     return " ".join(words).capitalize() + f" #{uid}"
-
-
-def _html_escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def _moved_page(status: int, location: str, path: str) -> bytes:
-    """Body of a redirect: a short page naming the Location (its link is not the crawler's: a 3xx
-    contributes only its Location)."""
-    title = "Moved Permanently" if status == 301 else "Found"
-    return (f"<!DOCTYPE html>\n<html><head><title>{status} {title}</title></head><body>\n"
-            f"<h1>{title}</h1>\n<p>The document has moved <a href=\"{location}\">here</a>.</p>\n"
-            f"<!-- {path} -->\n</body></html>\n").encode()
-
-
-def _error_page(status: int, reason: str, path: str) -> bytes:
-    """An error page without links."""
-    return (f"<!DOCTYPE html>\n<html><head><title>{status} {reason}</title></head>\n<body>\n"
-            f"<h1>{reason}</h1>\n<p>The requested URL {_html_escape(path)} was not found on this server "
-            f"or could not be served.</p>\n<hr><address>testweb</address>\n</body></html>\n").encode()
 
 
 def _paragraph_pool(seed: int) -> list[str]:
@@ -710,23 +522,3 @@ def _paragraph_pool(seed: int) -> list[str]:
     return pool
 
 
-def png_body(uid: int, path: str) -> bytes:
-    """A valid 1x1 PNG, unique per image (colour and a tEXt chunk naming the path)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    rgb = bytes(((uid * 37) % 256, (uid * 91) % 256, (uid * 53) % 256))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"tEXt", b"Comment\x00" + path.encode()) + chunk(b"IDAT", zlib.compress(b"\x00" + rgb))
-            + chunk(b"IEND", b""))
-
-
-def css_body(host_name: str, path: str) -> bytes:
-    """A small stylesheet; its one url() is CSS_IMAGE_PATH."""
-    return (f"/* {host_name}{path} */\n:root{{--accent:#0a58ca}}\nbody{{margin:0;color:#222}}\n"
-            f".site-header{{background:url(\"{CSS_IMAGE_PATH}\") repeat-x}}\n"
-            f"nav a{{color:var(--accent);text-decoration:none}}\n@media print{{nav,aside{{display:none}}}}\n").encode()
-
-
-def _app_js(host_name: str) -> bytes:
-    return (f"/* app.js for {host_name} */\n(function(){{document.documentElement.className='js';"
-            f"var a=document.createElement('a');a.href='/js-made/link.html';}})();\n").encode()
