@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 from crawler.testweb.audit import ROBOTS_PATH, Request, overlaps, read_access_log  # noqa: E402
-from crawler.testweb.manifest import Manifest  # noqa: E402
+from crawler.testweb.manifest import WebManifest  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 from crawler.testweb.quality import read_oracle  # noqa: E402
 from crawler.urls import canonicalize  # noqa: E402
@@ -243,7 +243,7 @@ def run_policy(policy: str, rnd: int, a: argparse.Namespace, out: Path) -> Run:
         code, summary = run_crawler(config_path, a.seconds + CRAWL_GRACE_S, run_dir, a.crawler_path)
     if not a.keep_data:
         shutil.rmtree(run_dir / "data", ignore_errors=True)
-    manifest = Manifest.load(web.info["manifest"])
+    manifest = WebManifest.load(web.info["manifest"])
     oracle = read_oracle(web.info["quality"])
     requests = read_access_log(web.info["access_log"])
     c, q, pages = curves(requests, oracle, web.info["port"], a.seconds, a.window_s)
@@ -258,7 +258,7 @@ def run_policy(policy: str, rnd: int, a: argparse.Namespace, out: Path) -> Run:
     )
 
 
-def slow_hosts(manifest: Manifest, a: argparse.Namespace) -> set[str]:
+def slow_hosts(manifest: WebManifest, a: argparse.Namespace) -> set[str]:
     """Hosts with a latency in the slow range (the ranges must not overlap: checked by parse_args)."""
     if not a.slow_share:
         return set()
@@ -268,7 +268,7 @@ def slow_hosts(manifest: Manifest, a: argparse.Namespace) -> set[str]:
 def describe_web(a: argparse.Namespace, out: Path) -> dict:
     """Start the web once to print what it is (hosts, latencies, oracle) before the crawls."""
     with TestWebProcess(out / "web-info", web_args(a)) as web:
-        manifest = Manifest.load(web.info["manifest"])
+        manifest = WebManifest.load(web.info["manifest"])
         oracle = read_oracle(web.info["quality"])
     slow = [manifest.host_latency_s[h] for h in slow_hosts(manifest, a)]
     info = {

@@ -35,7 +35,7 @@ How the pieces fit:
                  scheme and start/end per request.
     tls.py       the web's certificates (certs.py's per-run CA), the SNI server
                  context, OpenSSL verify codes -> crawl-log reasons.
-    manifest.py  expected_crawl(web, port, CrawlRules, tls_port=) -> Manifest:
+    manifest.py  expected_crawl(web, port, CrawlRules, tls_port=) -> WebManifest:
                  exactly which URLs a correct crawler fetches, refuses (and
                  why), is forbidden, filters.
     audit.py     read access logs (testweb or nginx) and check politeness
@@ -70,12 +70,12 @@ This package is self-contained: it never reads ../shared/testdata.
 """
 
 from .audit import Comparison, Request, compare, duplicates, overlaps, read_access_log, short_gaps
-from .manifest import CrawlRules, Manifest, expected_crawl
 from .build import build_web
+from .manifest import CrawlRules, WebManifest, expected_crawl
 from .model import Role, Tls, Web, WebParams
 from .server import TestWebServer
 
 __all__ = [
-    "Comparison", "CrawlRules", "Manifest", "Request", "Role", "TestWebServer", "Tls", "Web", "WebParams",
+    "Comparison", "CrawlRules", "WebManifest", "Request", "Role", "TestWebServer", "Tls", "Web", "WebParams",
     "build_web", "compare", "duplicates", "expected_crawl", "overlaps", "read_access_log", "short_gaps",
 ]

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .manifest import Manifest
+from .manifest import WebManifest
 
 TOLERANCE_S = 0.001
 ROBOTS_PATH = "/robots.txt"
@@ -176,7 +176,7 @@ def fetch_durations(crawl_records: Iterable[dict]) -> dict[str, float]:
 MATCH_WINDOW_S = 1.0              # a crawl-log line is written this soon after its response (a re-fetch after a restart comes later)
 
 
-def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict], manifest: Manifest
+def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict], manifest: WebManifest
                       ) -> Callable[[Request], float]:
     """Request -> the fetch time the crawler measured for that very request, for a crawl where a URL may
     be fetched more than once (restarts): each request is matched to the first crawl-log line of its URL
@@ -199,7 +199,7 @@ def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict]
     return lambda req: found.get((req.scheme, req.host, req.path, req.start), 0.0)
 
 
-def politeness_shortfalls(requests: Iterable[Request], manifest: Manifest,
+def politeness_shortfalls(requests: Iterable[Request], manifest: WebManifest,
                           durations_s: dict[str, float] | Callable[[Request], float],
                           delay_factor: float, min_delay_s: float = 0.0,
                           end_tolerance_s: float = END_LAG_TOLERANCE_S, resolution_s: float = 0.0,
@@ -256,7 +256,7 @@ def requested_urls(requests: Iterable[Request], port: int, tls_port: int = 0) ->
     return Counter(r.url(port, tls_port) for r in requests)
 
 
-def compare(requests: Iterable[Request], manifest: Manifest) -> Comparison:
+def compare(requests: Iterable[Request], manifest: WebManifest) -> Comparison:
     """How a crawl's requests differ from the manifest's expected crawl."""
     got = requested_urls(requests, manifest.port, manifest.tls_port)
     expected = manifest.fetched | manifest.robots

@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from .manifest import CrawlRules, expected_crawl
 from .build import build_web
+from .manifest import CrawlRules, expected_crawl
 from .model import WebParams
 from .pages import DEFAULT_CACHE_ENTRIES
 from .quality import ORACLE_NAME, page_quality, write_oracle, zipf_quality

@@ -66,7 +66,7 @@ def gzip_bomb(inflated_bytes: int) -> bytes:
 
 
 @dataclass
-class Progress:
+class HostileProgress:
     """What a streamed response has done so far (read by the access log)."""
 
     status: int = 200
@@ -94,7 +94,7 @@ class Hostile:
         transport = request.transport
         return self._stopping() or transport is None or transport.is_closing()
 
-    async def serve(self, request: web.BaseRequest, case: Case, progress: Progress) -> web.StreamResponse:
+    async def serve(self, request: web.BaseRequest, case: Case, progress: HostileProgress) -> web.StreamResponse:
         """Write the response for `case`; returns it prepared and (if the client stayed) finished."""
         if case is Case.ENDLESS:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})
@@ -136,7 +136,7 @@ class Hostile:
         return resp
 
     async def _pour(self, request: web.BaseRequest, resp: web.StreamResponse, limit: int,
-                    deadline: float, progress: Progress) -> None:
+                    deadline: float, progress: HostileProgress) -> None:
         """Write the chunk until `limit` bytes, the deadline, or the client/server goes."""
         chunk = self._chunk
         while progress.bytes < limit and time.monotonic() < deadline and not self._gone(request):
@@ -145,7 +145,7 @@ class Hostile:
                 return
 
     async def _write(self, request: web.BaseRequest, resp: web.StreamResponse, data: bytes | memoryview,
-                     progress: Progress, timeout_s: float | None = None) -> bool:
+                     progress: HostileProgress, timeout_s: float | None = None) -> bool:
         """One write; False if the client went away or did not read within `timeout_s`."""
         try:
             if timeout_s is None:

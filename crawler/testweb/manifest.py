@@ -2,7 +2,7 @@
 
 `expected_crawl(web, port, rules)` walks the web's link table breadth-first
 from the seeds, as a correct crawler with `rules` would, and returns a
-`Manifest`. What a correct crawl does, precisely:
+`WebManifest`. What a correct crawl does, precisely:
 
 1. Seeds are the roots `/` of the first `seed_hosts` ordinary hosts.
 2. Links are taken only from 2xx responses with an HTML content type: from
@@ -154,7 +154,7 @@ class CrawlRules:
 
 
 @dataclass
-class Manifest:
+class WebManifest:
     """Exactly what a correct crawl of the test web requests (see the module docstring)."""
 
     port: int
@@ -222,7 +222,7 @@ class Manifest:
         return json.dumps(data, indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> Manifest:
+    def from_json(cls, text: str) -> WebManifest:
         d = json.loads(text)
         return cls(
             port=d["port"], seeds=list(d["seeds"]), fetched=set(d["fetched"]), robots=set(d["robots"]),
@@ -242,12 +242,12 @@ class Manifest:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: str | Path) -> Manifest:
+    def load(cls, path: str | Path) -> WebManifest:
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
 
 
 def expected_crawl(web: Web, port: int, rules: CrawlRules = CrawlRules(), *, static: bool = False,
-                   tls_port: int = 0) -> Manifest:
+                   tls_port: int = 0) -> WebManifest:
     """The manifest of a correct crawl of `web` served on `port` (and HTTPS on `tls_port`, needed
     when the web has HTTPS hosts), or of its static export if `static`."""
     return _Walk(web, port, rules, static, tls_port).run()
@@ -289,7 +289,7 @@ class _Walk:
             return web.link_url(vid - self.n, self.port, self.tls_port)
         return web.url(vid, self.port, self.tls_port)
 
-    def run(self) -> Manifest:
+    def run(self) -> WebManifest:
         web, rules, port, n = self.web, self.rules, self.port, self.n
         size = 2 * n if self.twins else n
         seen = np.zeros(size, dtype=bool)
@@ -345,7 +345,7 @@ class _Walk:
         disallowed = np.concatenate(disallowed_ids)
         refused = np.concatenate(refused_ids)
         url = self.url
-        manifest = Manifest(
+        manifest = WebManifest(
             port=port, seeds=web.seeds(port, self.tls_port),
             fetched={url(v) for v in fetched.tolist()},
             robots=set(), refused={url(v) for v in refused.tolist()},
@@ -401,7 +401,7 @@ class _Walk:
             manifest.trap_bound = sum(1 for u in manifest.fetched if u.startswith(prefix))
         return manifest
 
-    def _template_resources(self, manifest: Manifest, content: np.ndarray) -> set[tuple[int, bool]]:
+    def _template_resources(self, manifest: WebManifest, content: np.ndarray) -> set[tuple[int, bool]]:
         """What page templates and stylesheets reference outside the link table: every page's script and
         inline-style image (pages.TEMPLATE_PATHS, path-absolute, so against its base's origin), every
         stylesheet's image (pages.CSS_IMAGE_PATH). Leaves of the crawl: added as URL strings after the
@@ -497,7 +497,7 @@ class _Walk:
             return 404
         return 200
 
-    def _trap(self, host_index: int, manifest: Manifest) -> set[int]:
+    def _trap(self, host_index: int, manifest: WebManifest) -> set[int]:
         """Walk the trap's infinite pages from its root as far as the rules allow."""
         web, rules, port = self.web, self.rules, self.port
         host = web.hosts[host_index]
@@ -525,7 +525,7 @@ class _Walk:
 
 
 def web_and_manifest(params: WebParams, port: int, rules: CrawlRules = CrawlRules(),
-                     tls_port: int = 0) -> tuple[Web, Manifest]:
+                     tls_port: int = 0) -> tuple[Web, WebManifest]:
     """Convenience: build the web and its manifest in one call."""
     from .build import build_web
     web = build_web(params)

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .audit import Request, read_access_log
-from .manifest import Manifest
+from .manifest import WebManifest
 
 READY_TIMEOUT_S = 120.0
 """Longest wait for the ready line (a 50k-page web builds in a few seconds)."""
@@ -104,8 +104,8 @@ class TestWebProcess:
             proc.stdout.close()
         return proc.returncode
 
-    def manifest(self) -> Manifest:
-        return Manifest.load(self.info["manifest"])
+    def manifest(self) -> WebManifest:
+        return WebManifest.load(self.info["manifest"])
 
     def requests(self) -> list[Request]:
         return read_access_log(self.info["access_log"])

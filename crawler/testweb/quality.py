@@ -34,7 +34,7 @@ import numpy as np
 from crawler.frontier.quality import read_quality_file
 from crawler.urls import canonicalize
 
-from .manifest import Manifest
+from .manifest import WebManifest
 from .model import Kind, Web
 
 DEFAULT_EXPONENT = 1.0
@@ -72,7 +72,7 @@ def zipf_quality(n: int, exponent: float = DEFAULT_EXPONENT) -> np.ndarray:
     return np.arange(1, n + 1, dtype=np.float64) ** -float(exponent)
 
 
-def crawled_pages(web: Web, manifest: Manifest) -> list[int]:
+def crawled_pages(web: Web, manifest: WebManifest) -> list[int]:
     """URL ids of the HTML pages (kind PAGE) the manifest's crawl fetches, in id order."""
     port, tls_port, statuses = manifest.port, manifest.tls_port, manifest.statuses
     ids = np.flatnonzero(web.url_kind == int(Kind.PAGE)).tolist()
@@ -80,7 +80,7 @@ def crawled_pages(web: Web, manifest: Manifest) -> list[int]:
             if url in manifest.fetched and statuses.get(url) == 200]
 
 
-def page_quality(web: Web, manifest: Manifest, *, exponent: float = DEFAULT_EXPONENT,
+def page_quality(web: Web, manifest: WebManifest, *, exponent: float = DEFAULT_EXPONENT,
                  seed: int | None = None) -> PageQuality:
     """Zipf quality over a permutation (from `seed`, default the web's seed) of the crawl's pages."""
     seed = web.params.seed if seed is None else seed

@@ -42,9 +42,9 @@ from types import TracebackType
 
 from aiohttp import web
 
-from .certs import CertAuthority
-from .hostile import Hostile, Progress
 from .build import build_web
+from .certs import CertAuthority
+from .hostile import Hostile, HostileProgress
 from .model import MAX_HOST_LATENCY_S, REMOTE_ROLES, Web, WebParams
 from .pages import DEFAULT_CACHE_ENTRIES, HTTP, HTTPS, Renderer, RobotsOutage
 from .tls import CA_FILE, WebCerts, server_context, write_certs
@@ -162,7 +162,7 @@ class TestWebServer:
         path, _, query = raw_path.partition("?")
         if "%" in path:
             path = decode_unreserved(path)
-        progress = Progress(status=0)
+        progress = HostileProgress(status=0)
         resp: web.StreamResponse | None = None
         try:
             host = self.web.host_named(name)
@@ -197,7 +197,7 @@ class TestWebServer:
         finally:
             self._write_log(request, name, scheme, raw_path, progress, start)
 
-    def _write_log(self, request: web.BaseRequest, name: str, scheme: str, raw_path: str, progress: Progress,
+    def _write_log(self, request: web.BaseRequest, name: str, scheme: str, raw_path: str, progress: HostileProgress,
                    start: float) -> None:
         if self._log is None:
             return

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .certs import CertAuthority
-from .manifest import CrawlRules, Manifest, expected_crawl
+from .manifest import CrawlRules, WebManifest, expected_crawl
 from .model import REMOTE_ROLES, TLS_BAD_ROLES, Kind, Role, Tls, Web
 from .pages import APP_JS_PATH, HTTP, HTTPS, Renderer
 from .tls import CA_FILE, write_certs
@@ -255,7 +255,7 @@ class NginxSite:
     access_log: Path
     error_log: Path
     pid_file: Path
-    manifest: Manifest
+    manifest: WebManifest
     """The static manifest for the rules given."""
     seeds_file: Path
 

@@ -22,8 +22,8 @@ from cryptography import x509
 from tests.integration.servers import Nginx, free_tcp_port, require_binary
 
 from crawler.testweb import audit
-from crawler.testweb.manifest import REFUSAL_REASONS, CrawlRules, expected_crawl
 from crawler.testweb.build import build_web
+from crawler.testweb.manifest import REFUSAL_REASONS, CrawlRules, expected_crawl
 from crawler.testweb.model import TLS_BAD_ROLES, Role, Tls, WebParams
 from crawler.testweb.pages import Renderer
 from crawler.testweb.process import TestWebProcess

@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 
 from crawler.testweb import audit
-from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
 from crawler.testweb.build import build_web
+from crawler.testweb.manifest import CrawlRules, WebManifest, expected_crawl
 from crawler.testweb.model import CASE_PATHS, Case, Kind, Role, WebParams
 from crawler.testweb.pages import Renderer
 from crawler.testweb.process import TestWebProcess
@@ -338,5 +338,5 @@ def test_manifest_files_are_self_describing(tmp_path):
         assert proc.stop() == 0
     assert data["params"]["bad_host"] is False and data["params"]["trap"] is False
     assert data["rules"]["max_path_depth"] == 16 and data["trap_bound"] == 0
-    m = Manifest.from_json(json.dumps(data))
+    m = WebManifest.from_json(json.dumps(data))
     assert not any("bad.web.test" in u for u in m.fetched)

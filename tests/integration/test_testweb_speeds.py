@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from crawler.testweb import TestWebServer, WebParams, build_web, read_access_log
-from crawler.testweb.manifest import Manifest
+from crawler.testweb.manifest import WebManifest
 from crawler.testweb.model import MAX_HOST_LATENCY_S, Role
 from crawler.testweb.pages import Renderer
 from crawler.testweb.process import TestWebProcess
@@ -108,7 +108,7 @@ def test_cli_writes_the_oracle_and_the_latencies(tmp_path):
     web = build_web(params)
     assert manifest.host_latency_s == {h: v for h, v in web.latencies().items() if h in manifest.hosts}
     assert len(manifest.host_latency_s) == 4
-    assert Manifest.from_json(manifest.to_json()).host_latency_s == manifest.host_latency_s
+    assert WebManifest.from_json(manifest.to_json()).host_latency_s == manifest.host_latency_s
     oracle = read_oracle(info["quality"])
     assert oracle == page_quality(web, manifest, exponent=1.5).as_dict()
     assert max(oracle.values()) == 1.0 and len(oracle) > 100

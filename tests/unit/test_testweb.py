@@ -14,10 +14,10 @@ import pytest
 from protego import Protego
 
 from crawler.testweb import audit, trap
+from crawler.testweb.build import build_web
 from crawler.testweb.cli import main as cli_main
 from crawler.testweb.hostile import gzip_bomb
-from crawler.testweb.build import build_web
-from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
+from crawler.testweb.manifest import CrawlRules, WebManifest, expected_crawl
 from crawler.testweb.model import (
     CASE_PATHS,
     LOOP_PATHS,
@@ -345,7 +345,7 @@ def test_manifest_static_has_no_hostile_hosts(web5k):
 def test_manifest_json_round_trip(manifest5k, tmp_path):
     path = tmp_path / "manifest.json"
     manifest5k.save(path)
-    back = Manifest.load(path)
+    back = WebManifest.load(path)
     assert back.to_json() == manifest5k.to_json()
     assert back.fetched == manifest5k.fetched and back.rules == manifest5k.rules
     assert json.loads(path.read_text())["summary"]["fetched"] == len(manifest5k.fetched)
@@ -403,7 +403,7 @@ def test_cli_export_static(tmp_path, capsys):
     assert code == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert info["port"] == 18080 and info["command"][0] == "nginx"
-    m = Manifest.load(info["manifest"])
+    m = WebManifest.load(info["manifest"])
     assert m.static and m.port == 18080
     assert (tmp_path / "out" / "seeds.txt").read_text().split() == m.seeds
 

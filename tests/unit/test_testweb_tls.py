@@ -13,9 +13,9 @@ import pytest
 
 from crawler.fetch.result import PERMANENT, REASON_CODES
 from crawler.testweb import audit
-from crawler.testweb.cli import main as cli_main
-from crawler.testweb.manifest import REFUSAL_REASONS, TLS_REASONS, CrawlRules, Manifest, expected_crawl
 from crawler.testweb.build import build_web
+from crawler.testweb.cli import main as cli_main
+from crawler.testweb.manifest import REFUSAL_REASONS, TLS_REASONS, CrawlRules, WebManifest, expected_crawl
 from crawler.testweb.model import TLS_BAD_ROLES, Form, Kind, Role, Tls, WebParams
 from crawler.testweb.pages import TEMPLATE_PATHS, Renderer
 from crawler.testweb.quality import page_quality
@@ -263,7 +263,7 @@ def test_manifest_needs_the_tls_port_and_round_trips(web, manifest, tmp_path):
         expected_crawl(web, PORT)
     path = tmp_path / "manifest.json"
     manifest.save(path)
-    back = Manifest.load(path)
+    back = WebManifest.load(path)
     assert back.to_json() == manifest.to_json()
     assert back.tls_port == TLS_PORT and back.refusals == manifest.refusals and back.rules.tls_verify is True
 
@@ -373,7 +373,7 @@ def test_cli_export_static_with_https(tmp_path, capsys):
     assert cli_main(args + ["--tls-port", "18443"]) == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert info["tls_port"] == 18443 and info["ca_file"] == str(tmp_path / "root" / "ca.crt")
-    m = Manifest.load(info["manifest"])
+    m = WebManifest.load(info["manifest"])
     assert m.tls_port == 18443 and any(u.startswith("https://") for u in m.fetched)
 
 
