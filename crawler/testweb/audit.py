@@ -173,7 +173,8 @@ def fetch_durations(crawl_records: Iterable[dict]) -> dict[str, float]:
     return {r["url"]: r["duration_s"] for r in crawl_records if r.get("status")}
 
 
-MATCH_WINDOW_S = 1.0              # a crawl-log line is written this soon after its response (a re-fetch after a restart comes later)
+# A crawl-log line is written this soon after its response (a re-fetch after a restart comes later).
+MATCH_WINDOW_S = 1.0
 
 
 def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict], manifest: WebManifest
@@ -190,12 +191,12 @@ def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict]
         lines.sort()
     found: dict[tuple[str, str, str, float], float] = {}
     for req in requests:
-        lines = by_url.get(req.url(manifest.port, manifest.tls_port))
-        if not lines:
+        logged = by_url.get(req.url(manifest.port, manifest.tls_port))
+        if not logged:
             continue
-        i = bisect.bisect_left(lines, (req.end - END_LAG_TOLERANCE_S, -1.0))
-        if i < len(lines) and lines[i][0] - req.end <= MATCH_WINDOW_S:
-            found[(req.scheme, req.host, req.path, req.start)] = lines[i][1]
+        i = bisect.bisect_left(logged, (req.end - END_LAG_TOLERANCE_S, -1.0))
+        if i < len(logged) and logged[i][0] - req.end <= MATCH_WINDOW_S:
+            found[(req.scheme, req.host, req.path, req.start)] = logged[i][1]
     return lambda req: found.get((req.scheme, req.host, req.path, req.start), 0.0)
 
 

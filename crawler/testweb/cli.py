@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     quality = p.add_argument_group("page quality oracle (default: none)")
     quality.add_argument("--quality-exponent", type=float, default=None, metavar="S",
                          help=f"write DIR/{ORACLE_NAME}: Zipf quality rank**-S over the crawl's pages")
-    quality.add_argument("--quality-seed", type=int, default=None, help="seed of the quality permutation (default --seed)")
+    quality.add_argument("--quality-seed", type=int, default=None,
+                         help="seed of the quality permutation (default --seed)")
     rules = p.add_argument_group("crawler rules the manifest assumes")
     rules.add_argument("--max-path-depth", type=int, default=_RULES.max_path_depth)
     rules.add_argument("--max-repeated-segments", type=int, default=_RULES.max_repeated_segments)
@@ -120,7 +121,8 @@ def params_from_args(a: argparse.Namespace) -> WebParams:
         seed=a.seed, hosts=a.hosts, pages=a.pages, domain=a.domain, seed_hosts=a.seed_hosts,
         crawl_delay_hosts=a.crawl_delay_hosts, slow_host=not a.no_slow_host, slow_delay_s=a.slow_delay_s,
         bad_host=not a.no_bad_host, trap=not a.no_trap, private_links=a.private_links,
-        nxdomain_links=not a.no_nxdomain_links, robots_error_answers=a.robots_error_answers, stall_s=a.stall_s, endless_max_s=a.endless_max_s,
+        nxdomain_links=not a.no_nxdomain_links, robots_error_answers=a.robots_error_answers, stall_s=a.stall_s,
+        endless_max_s=a.endless_max_s,
         big_body_bytes=a.big_body_bytes, gzip_bomb_bytes=a.gzip_bomb_bytes,
         host_latency_share=a.host_latency_share, host_slow_latency_min_s=a.host_slow_latency_min_s,
         host_slow_latency_max_s=a.host_slow_latency_max_s, host_fast_latency_min_s=a.host_fast_latency_min_s,
@@ -183,7 +185,7 @@ async def _serve(args: argparse.Namespace, params: WebParams, rules: CrawlRules)
         manifest.save(out / "manifest.json")
         seeds = out / "seeds.txt"
         seeds.write_text("\n".join(manifest.seeds) + "\n", encoding="utf-8")
-        extra = {}
+        extra: dict[str, object] = {}
         if args.quality_exponent is not None:
             pq = page_quality(web, manifest, exponent=args.quality_exponent, seed=args.quality_seed)
             extra["quality"] = str(write_oracle(out / ORACLE_NAME, pq))

@@ -34,7 +34,8 @@ BOMB_BLOCK_BYTES = 1 << 20
 """Inflated size of one repeated deflate block of the gzip bomb."""
 STALL_BODY_BYTES = 64 * 1024
 """Full Content-Length of the stalling response; half is sent, then the stall."""
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # magic, deflate, no flags, mtime 0, max compression, unknown OS
+# magic, deflate, no flags, mtime 0, max compression, unknown OS
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
 
 
 def gzip_bomb(inflated_bytes: int) -> bytes:
@@ -81,7 +82,8 @@ class Hostile:
         self._stopping = stopping
         self._bomb: bytes | None = None
         self._bomb_lock = asyncio.Lock()
-        self._chunk = (b"<p>" + b"All work and no play makes a crawler a dull crawler. " * 1200)[: CHUNK_BYTES - 5] + b"</p>\n"
+        dull = b"<p>" + b"All work and no play makes a crawler a dull crawler. " * 1200
+        self._chunk = dull[: CHUNK_BYTES - 5] + b"</p>\n"
 
     async def bomb(self) -> bytes:
         """The gzip bomb, built on first use in a thread (tens of milliseconds per GiB)."""
@@ -100,7 +102,8 @@ class Hostile:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})
             await resp.prepare(request)
             deadline = time.monotonic() + self.params.endless_max_s
-            await self._write(request, resp, b"<!DOCTYPE html>\n<html><head><title>Endless</title></head><body>\n", progress)
+            head = b"<!DOCTYPE html>\n<html><head><title>Endless</title></head><body>\n"
+            await self._write(request, resp, head, progress)
             await self._pour(request, resp, self.params.endless_max_bytes, deadline, progress)
         elif case is Case.TOO_LARGE:
             resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})

@@ -85,7 +85,7 @@ class HrefWriter:
             # An absolute <base href> carries its host's link scheme; a path-absolute one the page's.
             base_https = self._content_https[url_host[uid]] if base.form == 1 else self._link_https[base.host]
         srs = sr_https if base_https else sr_http   # scheme-relative links take the base's scheme
-        hrefs = []
+        hrefs: list[str] = []
         append = hrefs.append
         page_salt = mix(uid, 0x5A17)
         nfrag = len(FRAGMENTS)

@@ -355,7 +355,9 @@ class _Walk:
             rules=rules, params=web.params.to_dict(), static=self.static, tls_port=self.tls_port,
         )
         for vid in refused.tolist():
-            manifest.refusals[url(vid)] = self.refusal[int(web.url_host[vid % n])]
+            reason = self.refusal[int(web.url_host[vid % n])]
+            assert reason is not None    # refused: its host has a reason
+            manifest.refusals[url(vid)] = reason
         for vid in fetched.tolist():
             u = url(vid)
             manifest.statuses[u] = self._status(vid)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
+from enum import Enum, IntEnum, StrEnum
 from types import MappingProxyType
 
 import numpy as np
@@ -76,7 +76,8 @@ class WebParams:
     trap: bool = True
     """Serve trap.<domain>, an infinite web bounded only by the crawler's path rules."""
     private_links: bool = False
-    """Link to private addresses (127.0.0.1:PORT, 169.254.169.254): only for crawls with the private-network guard on."""
+    """Link to private addresses (127.0.0.1:PORT, 169.254.169.254): only for crawls with the private-network guard
+    on."""
     nxdomain_links: bool = True
     """Link to hosts under .invalid that never resolve."""
     robots_error_answers: int = 1
@@ -149,8 +150,13 @@ class WebParams:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """What a host is for."""
+
+    # str() and format() stay Enum's ("Role.SLOW"), as they were for the (str, Enum) this was: only .value is
+    # the string used in host names and paths.
+    __str__ = Enum.__str__
+    __format__ = Enum.__format__
 
     ORDINARY = "ordinary"
     SLOW = "slow"
@@ -238,8 +244,13 @@ NOFOLLOW = 1
 """`link_flags` bit: written as `<a rel="nofollow">`."""
 
 
-class Case(str, Enum):
+class Case(StrEnum):
     """The bad host's hostile responses, one path each."""
+
+    # str() and format() stay Enum's ("Case.STALL"), as they were for the (str, Enum) this was: only .value is
+    # the string used in host names and paths.
+    __str__ = Enum.__str__
+    __format__ = Enum.__format__
 
     MALFORMED = "malformed"
     CP1252 = "cp1252"

@@ -125,7 +125,7 @@ class Renderer:
 
     def __init__(self, web: Web, cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
         self.web = web
-        self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+        self._cache: OrderedDict[tuple[int, int, int], bytes] = OrderedDict()
         self._cache_entries = cache_entries
         self._paragraphs = _paragraph_pool(web.params.seed)
         self._texts: list[str] | None = None

@@ -65,7 +65,7 @@ class TestWebProcess:
             self.info = json.loads(line)
         except json.JSONDecodeError:
             self.stop()
-            raise RuntimeError(f"testweb did not start: {line!r}; see {self.out_dir / 'testweb.stderr.log'}")
+            raise RuntimeError(f"testweb did not start: {line!r}; see {self.out_dir / 'testweb.stderr.log'}") from None
         return self.info
 
     def _read_line(self, timeout_s: float) -> str:

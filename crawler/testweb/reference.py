@@ -113,7 +113,7 @@ def extract_links(body: bytes, url: str, follow_nofollow: bool = False) -> list[
             break
     out = []
     for node in tree.css(",".join(LINK_SOURCES)):
-        attr = LINK_SOURCES[node.tag]
+        attr = LINK_SOURCES[node.tag or ""]     # css() yields elements: tag is never None
         if attr not in node.attributes:
             continue
         if not follow_nofollow and "nofollow" in (node.attributes.get("rel") or "").lower().split():
@@ -128,8 +128,8 @@ def extract_links(body: bytes, url: str, follow_nofollow: bool = False) -> list[
 
 def css_links(body: bytes, base: str) -> list[str]:
     """Canonical url() targets of the test web's CSS, resolved against `base`."""
-    return [link for link in (canonicalize(m.group(1), base) for m in _CSS_URL.finditer(body.decode("utf-8", "replace")))
-            if link]
+    text = body.decode("utf-8", "replace")
+    return [link for link in (canonicalize(m.group(1), base) for m in _CSS_URL.finditer(text)) if link]
 
 
 def _private(host: str) -> bool:
@@ -140,13 +140,30 @@ def _private(host: str) -> bool:
     return ip.is_private or ip.is_loopback or ip.is_link_local
 
 
-async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = CrawlRules(),
+def _obeying(parser: Protego, token: str) -> Callable[[str], bool]:
+    """A robots.txt verdict: what the parsed file says for `token`."""
+    def allowed(url: str) -> bool:
+        return bool(parser.can_fetch(url, token))
+    return allowed
+
+
+def _always(allow: bool) -> Callable[[str], bool]:
+    """A robots.txt verdict for every URL alike (no file: allow; server error or unavailable: see callers)."""
+    def allowed(url: str) -> bool:
+        return allow
+    return allowed
+
+
+async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules | None = None,
                           user_agent: str = USER_AGENT, host_gap_s: float = 0.0) -> CrawlResult:
     """Crawl breadth-first from `seeds` through `fetch`, one request at a time.
 
-    `host_gap_s`: least time between the end of one request to a host name and the start of the next
-    (a server notices a client that cut a body short a moment after the client moved on).
+    `rules`: CrawlRules() when None. `host_gap_s`: least time between the end of one request to a host
+    name and the start of the next (a server notices a client that cut a body short a moment after the
+    client moved on).
     """
+    if rules is None:
+        rules = CrawlRules()
     token = user_agent.split("/", 1)[0]
     last_end: dict[str, float] = {}
     loop = asyncio.get_running_loop()
@@ -190,11 +207,9 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
             location = got.headers.get("location") if 300 <= got.status < 400 else None
             if location is None:
                 if got.status == 200 and got.body is not None:
-                    parser = Protego.parse(got.body.decode("utf-8", "replace"))
-                    verdict = lambda u, p=parser: p.can_fetch(u, token)
+                    verdict = _obeying(Protego.parse(got.body.decode("utf-8", "replace")), token)
                 else:
-                    allow = 400 <= got.status < 500
-                    verdict = lambda u, v=allow: v
+                    verdict = _always(400 <= got.status < 500)
                 break
             target = canonicalize(location, target) or ""
             parts = urlsplit(target)
@@ -208,7 +223,7 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
                 return
             chain.append(nxt)
         if verdict is None:  # too many redirects: unavailable, allow all
-            verdict = lambda u: True
+            verdict = _always(True)
         for o in chain:
             robots[o] = verdict
 
@@ -246,14 +261,16 @@ async def reference_crawl(fetch: Fetch, seeds: list[str], rules: CrawlRules = Cr
         res.statuses[url] = got.status
         if got.body is None:
             res.failed.add(url)
+        content_type = got.headers.get("content-type", "")
+        ok_body = got.body if 200 <= got.status < 300 else None
         if 300 <= got.status < 400 and "location" in got.headers:
             link = canonicalize(got.headers["location"], url)
             if link:
                 queue.append(link)
-        elif 200 <= got.status < 300 and got.body is not None and got.headers.get("content-type", "").startswith("text/html"):
-            queue.extend(extract_links(got.body, url, rules.follow_nofollow))
-        elif 200 <= got.status < 300 and got.body is not None and got.headers.get("content-type", "").startswith("text/css"):
-            queue.extend(css_links(got.body, url))
+        elif ok_body is not None and content_type.startswith("text/html"):
+            queue.extend(extract_links(ok_body, url, rules.follow_nofollow))
+        elif ok_body is not None and content_type.startswith("text/css"):
+            queue.extend(css_links(ok_body, url))
     return res
 
 

@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from aiohttp import web
 
@@ -87,7 +88,7 @@ class TestWebServer:
         self._shutdown_timeout_s = shutdown_timeout_s
         self._stopping = False
         self._runner: web.ServerRunner | None = None
-        self._log = None
+        self._log: TextIO | None = None
         self._hostile = Hostile(self.web.params, lambda: self._stopping)
         self._robots_outage = RobotsOutage(self.web)
 
@@ -163,7 +164,7 @@ class TestWebServer:
         if "%" in path:
             path = decode_unreserved(path)
         progress = HostileProgress(status=0)
-        resp: web.StreamResponse | None = None
+        resp: web.Response | None = None
         try:
             host = self.web.host_named(name)
             if request.method not in ("GET", "HEAD"):
@@ -185,10 +186,12 @@ class TestWebServer:
                 headers = {"Content-Type": reply.content_type}
                 headers.update(reply.headers)
                 resp = web.Response(status=reply.status, body=reply.body, headers=headers)
+            assert resp is not None      # every branch above answers or has returned
             await resp.prepare(request)
             await resp.write_eof()
             if request.method != "HEAD":
-                progress.bytes = len(reply.body) if reply is not None else len(resp.body or b"")
+                body = reply.body if reply is not None else resp.body    # resp's own: the 405's text
+                progress.bytes = len(body) if isinstance(body, (bytes, bytearray)) else 0
             return resp
         except ConnectionError:
             if resp is not None and resp.prepared:
@@ -206,6 +209,7 @@ class TestWebServer:
             "start": start, "end": time.time(), "bytes": progress.bytes,
             "peer": request.remote or "", "ua": request.headers.get("User-Agent", ""),
         }
+        assert self._log is not None     # started
         self._log.write(json.dumps(record, separators=(",", ":")) + "\n")
 
 

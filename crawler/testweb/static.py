@@ -38,6 +38,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .certs import CertAuthority
 from .manifest import CrawlRules, WebManifest, expected_crawl
@@ -80,7 +81,7 @@ def export_static(web: Web, root_dir: str | Path, port: int, renderer: Renderer 
     by_host: dict[int, list[int]] = {}
     for uid, h in enumerate(web.url_host.tolist()):
         by_host.setdefault(h, []).append(uid)
-    hosts_meta = []
+    hosts_meta: list[dict[str, Any]] = []
     files = total = 0
     for host in web.hosts:
         if host.role not in EXPORTED_ROLES:
@@ -185,7 +186,8 @@ def nginx_conf(root_dir: str | Path, port: int, access_log_path: str | Path, err
         f"    fastcgi_temp_path {tmp}/fastcgi;",
         f"    uwsgi_temp_path {tmp}/uwsgi;",
         f"    scgi_temp_path {tmp}/scgi;",
-        "    log_format testweb escape=json '{\"host\":\"$host\",\"path\":\"$request_uri\",\"method\":\"$request_method\","
+        "    log_format testweb escape=json '{\"host\":\"$host\",\"path\":\"$request_uri\","
+        "\"method\":\"$request_method\","
         "\"status\":$status,\"msec\":$msec,\"request_time\":$request_time,\"bytes\":$body_bytes_sent,"
         "\"peer\":\"$remote_addr\",\"ua\":\"$http_user_agent\",\"scheme\":\"$scheme\"}';",
         f"    access_log {access_log_path} testweb;",

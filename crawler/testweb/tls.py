@@ -120,4 +120,4 @@ def verify_reason(exc: BaseException) -> str:
     code = getattr(exc, "verify_code", None)
     if code is None:
         code = getattr(getattr(exc, "certificate_error", None), "verify_code", None)  # aiohttp wraps it
-    return VERIFY_REASONS.get(code, "tls_handshake")
+    return VERIFY_REASONS.get(code, "tls_handshake") if isinstance(code, int) else "tls_handshake"
