@@ -20,7 +20,9 @@ decoding. The names we return are Python codec names (`utf-8`, `cp1252`,
 from __future__ import annotations
 
 import codecs
+from enum import Enum
 from types import MappingProxyType
+from typing import Final
 
 import webencodings
 
@@ -45,7 +47,13 @@ _SPACE_OR_SLASH = frozenset(b"\t\n\x0c\r /")
 _SPACE_OR_GT = frozenset(b"\t\n\x0c\r >")
 _QUOTES = frozenset(b"\"'")
 _CSS_CHARSET = b'@charset "'  # exactly these bytes, at the very start (CSS Syntax 3.2)
-_END = object()  # ran out of bytes inside a tag: the prescan gives up
+
+
+class _Prescan(Enum):
+    END = "end"  # ran out of bytes inside a tag: the prescan gives up
+
+
+_END: Final = _Prescan.END
 
 
 def resolve_label(label: str | bytes | None) -> str | None:
@@ -164,7 +172,7 @@ def _is_letter(byte: int) -> bool:
     return 0x61 <= byte <= 0x7A  # data is lower-cased already
 
 
-def _meta_charset(data: bytes, pos: int) -> tuple[object, int]:
+def _meta_charset(data: bytes, pos: int) -> tuple[str | None | _Prescan, int]:
     """Read one `<meta>` tag's attributes; (codec or None or _END, position after)."""
     seen: set[bytes] = set()
     got_pragma = False
@@ -196,7 +204,7 @@ def _meta_charset(data: bytes, pos: int) -> tuple[object, int]:
     return codec, pos + 1
 
 
-def _get_attribute(data: bytes, pos: int) -> tuple[object, bytes, int]:
+def _get_attribute(data: bytes, pos: int) -> tuple[bytes | None | _Prescan, bytes, int]:
     """The standard's "get an attribute": (name or None at '>' or _END, value, new position)."""
     n = len(data)
     while pos < n and data[pos] in _SPACE_OR_SLASH:

@@ -215,7 +215,9 @@ def _scan(css: bytes, low: bytes, hits: list[int]) -> list[str]:
             elif first == bs:
                 pos = first + 2
             else:
-                pos = _STRING_REST[css[first]].match(css, first + 1).end()
+                matched = _STRING_REST[css[first]].match(css, first + 1)
+                assert matched is not None  # the pattern matches the empty string
+                pos = matched.end()
             if pos > hit:
                 break
         if pos <= hit:
@@ -240,10 +242,14 @@ def _take(css: bytes, low: bytes, hit: int, out: list[str]) -> int:
             if low.startswith(_URL, p):
                 return _url_end(css, low, p + len(_URL))
             if p < n and css[p] in _QUOTES:
-                return _STRING_REST[css[p]].match(css, p + 1).end()
+                matched = _STRING_REST[css[p]].match(css, p + 1)
+                assert matched is not None  # the pattern matches the empty string
+                return matched.end()
             return p
         if p < n and css[p] in _QUOTES:
-            end = _STRING_REST[css[p]].match(css, p + 1).end()
+            matched = _STRING_REST[css[p]].match(css, p + 1)
+            assert matched is not None  # the pattern matches the empty string
+            end = matched.end()
             _walk(tinycss2.parse_component_value_list(_text(css, hit, end), skip_comments=True), out)
             return end
         return p  # @import url(...): the url( candidate is read next
@@ -329,7 +335,9 @@ def _url_end(css: bytes, low: bytes, p: int) -> int:
     """End of `url(` + what follows from `p`: a url token, or a url() function holding a string."""
     if _quoted_after(css, p):
         return _function_end(css, low, p)
-    return _URL_REST.match(css, p).end()
+    matched = _URL_REST.match(css, p)
+    assert matched is not None  # the pattern matches the empty string
+    return matched.end()
 
 
 def _skip_space_and_comments(css: bytes, p: int) -> int:
@@ -365,7 +373,9 @@ def _function_end(css: bytes, low: bytes, p: int) -> int:
                 if not stack:
                     return p
         elif c in _QUOTES:
-            p = _STRING_REST[c].match(css, q + 1).end()
+            matched = _STRING_REST[c].match(css, q + 1)
+            assert matched is not None  # the pattern matches the empty string
+            p = matched.end()
         elif c == _BACKSLASH:
             p = q + 2
         elif c == 0x2F:  # '/*'
@@ -377,4 +387,6 @@ def _function_end(css: bytes, low: bytes, p: int) -> int:
             stack.append(_CLOSE_PAREN)  # url("..."): a nested function
             p = q + len(_URL)
         else:
-            p = _URL_REST.match(css, q + len(_URL)).end()  # a url token is atomic
+            matched = _URL_REST.match(css, q + len(_URL))
+            assert matched is not None  # the pattern matches the empty string
+            p = matched.end()  # a url token is atomic

@@ -52,13 +52,9 @@ building releases the GIL; callers that must bound CPU per page should run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
-
-try:
-    from selectolax.lexbor import SelectolaxError
-except ImportError:  # pragma: no cover - selectolax < 0.4 raises RuntimeError
-    SelectolaxError = RuntimeError
 
 from crawler.config.schema import ParseConfig
 from crawler.parse.charset import choose_css_encoding, choose_encoding, decode
@@ -81,11 +77,18 @@ from crawler.parse.srcset import srcset_urls
 from crawler.urls import resolve_canonical
 from crawler.urls._ada import resolve
 
+_TREE_ERRORS: tuple[type[BaseException], ...]    # Lexbor could not build a tree
+try:
+    from selectolax.lexbor import SelectolaxError
+    _TREE_ERRORS = (SelectolaxError, RuntimeError, MemoryError)
+except ImportError:  # pragma: no cover - selectolax < 0.4 raises RuntimeError
+    _TREE_ERRORS = (RuntimeError, MemoryError)
+
 __all__ = ["LinkExtractor", "ParsedPage", "URL_ATTRIBUTE", "extract_links"]
 
 CRAWLABLE_BASE_PREFIXES = ("http://", "https://")
 _C0_SPACE = "".join(map(chr, range(0x21)))  # what the URL parser strips from both ends
-_MISSING = object()
+_MISSING: Any = object()  # typed Any: the hot loop's `.get(key, _MISSING)` keeps the value's type
 
 
 @dataclass(slots=True)
@@ -153,7 +156,7 @@ class LinkExtractor:
                 tree = LexborHTMLParser(body[skip:] if skip else body)
             else:
                 tree = LexborHTMLParser(decode(body, codec, skip))
-        except (SelectolaxError, RuntimeError, MemoryError):  # Lexbor could not build a tree: no links
+        except _TREE_ERRORS:  # Lexbor could not build a tree: no links
             return page
 
         title = tree.css_first("title")

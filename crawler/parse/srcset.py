@@ -37,10 +37,14 @@ def srcset_urls(value: str) -> tuple[list[str], int]:
     n = len(value)
     pos = 0
     while True:
-        pos = _SEPARATORS.match(value, pos).end()  # splitting loop: whitespace and commas
+        matched = _SEPARATORS.match(value, pos)
+        assert matched is not None  # the pattern matches the empty string
+        pos = matched.end()  # splitting loop: whitespace and commas
         if pos >= n:
             return urls, invalid
-        end = _URL.match(value, pos).end()
+        matched = _URL.match(value, pos)
+        assert matched is not None  # the pattern matches the empty string
+        end = matched.end()
         url = value[pos:end]
         pos = end
         if url.endswith(","):

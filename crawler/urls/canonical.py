@@ -93,6 +93,7 @@ def normalize_percent(url: str) -> str:
     out = _normalize(url, decode_dot=True)
     if out is None:  # a decoded '.' formed a dot segment: keep %2E encoded
         out = _normalize(url, decode_dot=False)
+        assert out is not None  # nothing decoded to '.', so no new dot segment
     return out
 
 
