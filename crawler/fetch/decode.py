@@ -91,7 +91,7 @@ class _Inflater:
 
     def __init__(self, coding: str) -> None:
         self._gzip = coding != "deflate"
-        self._obj = None             # the stream being decoded; None before a stream (member) starts
+        self._obj: zlib._Decompress | None = None   # the stream being decoded; None before a stream (member) starts
         self._pending = b""          # bytes held until a stream's first two bytes are known
         self._done = False           # nothing more is decoded; trailing bytes are ignored
         self._members = 0            # streams decoded to their end
@@ -125,6 +125,7 @@ class _Inflater:
                     if not data:
                         break
                 obj = self._obj
+                assert obj is not None                       # _start opened one
                 # +1 so that reaching exactly the budget is not mistaken for crossing it.
                 chunk = obj.decompress(data, budget - produced + 1)
                 produced += len(chunk)

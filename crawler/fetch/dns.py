@@ -42,6 +42,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import aiodns
 import pycares
@@ -225,7 +226,10 @@ class Resolver(AbstractResolver, CacheState):
             self._lookups["miss"] += 1
             task = asyncio.get_running_loop().create_task(self._lookup(name))
             self._inflight[name] = task
-            task.add_done_callback(lambda _t, n=name: self._inflight.pop(n, None))
+
+            def forget(_task: asyncio.Task[_Entry], n: str = name) -> None:
+                self._inflight.pop(n, None)
+            task.add_done_callback(forget)
         else:
             self._lookups["coalesced"] += 1
         # Shielded: a cancelled fetch must not cancel the lookup other fetches wait for.
@@ -248,7 +252,8 @@ class Resolver(AbstractResolver, CacheState):
         """Addresses of one record type and the smallest TTL of the answer; raises aiodns DNSError."""
         want = pycares.QUERY_TYPE_A if qtype == "A" else pycares.QUERY_TYPE_AAAA
         result = await self._get_channel().query_dns(name, qtype)
-        addrs = [rec.data.addr for rec in result.answer if rec.type == want]
+        addrs = [rec.data.addr for rec in result.answer
+                 if rec.type == want and isinstance(rec.data, (pycares.ARecordData, pycares.AAAARecordData))]
         ttl = min((rec.ttl for rec in result.answer), default=0)
         return addrs, float(ttl)
 
@@ -307,8 +312,8 @@ class Resolver(AbstractResolver, CacheState):
         return self._clock(), time.time(), self._cache.copy()
 
     @staticmethod
-    def _records(snapshot: tuple[float, float, dict[str, _Entry]]) -> Iterator[dict]:
-        now, wall, cache = snapshot
+    def _records(snapshot: object) -> Iterator[dict]:
+        now, wall, cache = cast(tuple[float, float, dict[str, _Entry]], snapshot)    # what _snapshot returned
         for name, e in cache.items():
             if e.expires <= now:
                 continue

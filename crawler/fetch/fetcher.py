@@ -44,6 +44,8 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
@@ -93,10 +95,10 @@ class _Transfer:
         self.window_mark = 0
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception, its causes and contexts, and aiohttp's wrapped os_error, without loops."""
     seen = set()
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo:
         cur = todo.pop()
         if cur is None or id(cur) in seen:
@@ -215,7 +217,9 @@ class _RateFloor:
             span = now - transfer.window_start
             if span < window_s:
                 continue
-            total = transfer.resp.content.total_bytes
+            resp = transfer.resp
+            assert resp is not None                       # watched transfers have their response
+            total = resp.content.total_bytes
             got = total - transfer.window_mark
             if got >= rate * span:
                 transfer.window_start, transfer.window_mark = now, total
@@ -226,7 +230,8 @@ class _RateFloor:
         for transfer in cut:
             del self._watched[transfer]
             self.cuts += 1
-            transfer.resp.close()                         # wakes the pending read with ClientConnectionError
+            if transfer.resp is not None:
+                transfer.resp.close()                     # wakes the pending read with ClientConnectionError
         self._handle = loop.call_later(self._tick_s, self._sweep) if self._watched else None
 
     def close(self) -> None:
@@ -288,7 +293,7 @@ class Fetcher:
                 raise RuntimeError("Fetcher is closed")
             cfg = self._config
             keepalive = cfg.keepalive_s > 0
-            options = dict(
+            options: dict[str, Any] = dict(
                 use_dns_cache=False,
                 limit=0,                                  # the cap is self._slots; per host the frontier allows one
                 limit_per_host=0,
@@ -416,6 +421,7 @@ class Fetcher:
         a dict lookup per fetch once a host is known. Nothing has been sent to
         the proxy yet.
         """
+        assert yurl.raw_host is not None                  # fetched URLs are absolute http(s) URLs
         results = await self._resolver.resolve(yurl.raw_host, yurl.port or 0, socket.AF_UNSPEC)
         return results[0]["host"]
 
@@ -442,7 +448,7 @@ class Fetcher:
                 resp.close()
                 raise
             finally:
-                if transfer.resp is not None:
+                if floor is not None and transfer.resp is not None:
                     floor.unwatch(transfer)
             if transfer.stopped:
                 resp.close()

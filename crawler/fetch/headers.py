@@ -15,8 +15,8 @@ def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
     """(media type lower-case without parameters, charset parameter) of a Content-Type value."""
     if not value:
         return None, None
-    media, _, params = value.partition(";")
-    media = media.strip().lower() or None
+    media_text, _, params = value.partition(";")
+    media = media_text.strip().lower() or None
     charset = None
     if params:
         for param in params.split(";"):

@@ -85,6 +85,7 @@ def parse_proxy(value: str | None, key: str) -> ProxySpec | None:
                           "config file); allow the crawler's address on the proxy instead")
     if url.raw_path not in ("", "/") or url.raw_query_string or url.raw_fragment:
         raise ConfigError(f"{key}: {expected}, got {value!r} (no path, query or fragment)")
+    assert url.host is not None  # raw_host is set (checked above)
     host = url.host.lower()
     return ProxySpec(scheme, host, port, URL.build(scheme=scheme, host=host, port=port))
 

@@ -10,6 +10,7 @@ was read) are kept, so the crawl log and the WARC writer can record them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 OK = "ok"
@@ -85,18 +86,18 @@ class FetchResult:
     status: int = 0                                 # HTTP status; 0 = no HTTP response
     reason: str = OK                                # "ok" or a failure code from REASONS
     http_reason: str = ""                           # reason phrase of the status line
-    headers: list[tuple[str, str]] = ()             # response headers as received, in order
+    headers: Sequence[tuple[str, str]] = ()         # response headers as received, in order
     content_type: str | None = None                 # media type, lower-case, no parameters
     charset: str | None = None                      # charset parameter of Content-Type
     location: str | None = None                     # raw Location of a 3xx, unresolved
     retry_after_s: float | None = None              # parsed Retry-After of a 429/503
     body: bytes = b""                               # content-decoded body (what parsing sees)
-    raw_body: bytes = b""                           # body as on the wire after de-chunking; `body` itself when not encoded
+    raw_body: bytes = b""                           # body as on the wire, de-chunked; `body` itself when not encoded
     wire_bytes: int = 0                             # status line + headers (as reconstructed) + raw_body
     truncated: bool = False                         # the body was cut at a limit
     ip: str | None = None                           # the server's address (via a proxy: the target's, resolved here)
     started: float = 0.0                            # time.time() at start
     duration_s: float = 0.0                         # monotonic duration of the whole fetch
     connect_s: float | None = None                  # opening a new connection (DNS included); None: reused
-    request_headers: list[tuple[str, str]] = ()     # request headers as sent
+    request_headers: Sequence[tuple[str, str]] = ()  # request headers as sent
     detail: str = ""                                # human-readable cause of a failure, for logs

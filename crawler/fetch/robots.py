@@ -74,6 +74,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
@@ -472,9 +473,10 @@ class RobotsCache(CacheState):
         return self._clock(), time.time(), self._saved.copy(), self._rules.copy()
 
     @staticmethod
-    def _records(snapshot: tuple[float, float, dict[str, _Saved], dict[str, RobotsRules]]) -> Iterator[dict]:
-        now, wall, saved, rules = snapshot
-        for origin, r in itertools.chain(saved.items(), rules.items()):     # oldest first
+    def _records(snapshot: object) -> Iterator[dict]:
+        now, wall, saved, rules = cast(tuple[float, float, dict[str, _Saved], dict[str, RobotsRules]], snapshot)
+        entries: Iterator[tuple[str, _Saved | RobotsRules]] = itertools.chain(saved.items(), rules.items())
+        for origin, r in entries:     # oldest first
             if r.expires <= now or not math.isfinite(r.expires):
                 continue
             record = {"origin": origin, "source": r.source, "expires_at": round(wall + (r.expires - now), 3)}
