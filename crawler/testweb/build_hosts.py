@@ -102,33 +102,15 @@ def ordinary_hosts(wb: WebBuilder, sizes: np.ndarray) -> tuple[Blocks, list[int]
         for i in range(priv):
             sub = "open/" if i % 2 else ""
             wb.add_url(hi, Kind.PAGE, f"/private/{sub}{WORDS[(i * 7 + h) % len(WORDS)]}-{i}.html")
-        cols["nf_start"].append(len(wb.url_path))
-        cols["nf_n"].append(nf)
-        for i in range(nf):
-            wb.add_url(hi, Kind.PAGE, f"/nf/{i}.html")
-        cols["mnf_start"].append(len(wb.url_path))
-        cols["mnf_n"].append(mnf)
-        for i in range(mnf):
-            wb.add_url(hi, Kind.PAGE, f"/mnf/{i}.html")
-        cols["moved_start"].append(len(wb.url_path))
-        cols["moved_n"].append(moved)
-        for i in range(moved):
-            wb.add_url(hi, Kind.PAGE, f"/moved/{i}.html")
-        cols["img_start"].append(len(wb.url_path))
-        cols["img_n"].append(img)
-        for i in range(img):
-            wb.add_url(hi, Kind.IMAGE, f"/img/{i}.png")
+        _category(wb, cols, hi, "nf", Kind.PAGE, [f"/nf/{i}.html" for i in range(nf)])
+        _category(wb, cols, hi, "mnf", Kind.PAGE, [f"/mnf/{i}.html" for i in range(mnf)])
+        _category(wb, cols, hi, "moved", Kind.PAGE, [f"/moved/{i}.html" for i in range(moved)])
+        _category(wb, cols, hi, "img", Kind.IMAGE, [f"/img/{i}.png" for i in range(img)])
         cols["css_start"].append(len(wb.url_path))
         wb.add_url(hi, Kind.CSS, "/static/site.css")
         wb.add_url(hi, Kind.CSS, "/static/print.css")
-        cols["redir_start"].append(len(wb.url_path))
-        cols["redir_n"].append(redir)
-        for i in range(redir):
-            wb.add_url(hi, Kind.REDIRECT, f"/r/{i}")
-        cols["miss_start"].append(len(wb.url_path))
-        cols["miss_n"].append(miss)
-        for i in range(miss):
-            wb.add_url(hi, Kind.MISSING, f"/gone/{i}.html")
+        _category(wb, cols, hi, "redir", Kind.REDIRECT, [f"/r/{i}" for i in range(redir)])
+        _category(wb, cols, hi, "miss", Kind.MISSING, [f"/gone/{i}.html" for i in range(miss)])
         if frames:
             _frames(wb, hi, cols["reg_start"][-1])
         # Meta-nofollow pages: mnf of the regular non-root pages, each with one exclusive target.
@@ -139,6 +121,14 @@ def ordinary_hosts(wb: WebBuilder, sizes: np.ndarray) -> tuple[Blocks, list[int]
                 wb.link(page, cols["mnf_start"][-1] + i, elem=int(Elem.A))
     arrays = {k: np.array(v, dtype=np.int64) for k, v in cols.items()}
     return Blocks(**arrays), meta_ids
+
+
+def _category(wb: WebBuilder, cols: dict[str, list[int]], host: int, name: str, kind: Kind, paths: list[str]) -> None:
+    """Append one category of a host's URLs, contiguous, and record in `cols` where it starts and its size."""
+    cols[f"{name}_start"].append(len(wb.url_path))
+    cols[f"{name}_n"].append(len(paths))
+    for path in paths:
+        wb.add_url(host, kind, path)
 
 
 def _frames(wb: WebBuilder, host: int, root: int) -> None:
