@@ -331,7 +331,8 @@ def test_request_durations_judge_each_fetch_of_a_url_by_its_own_time(manifest):
     per_url = {r["url"]: r["duration_s"] for r in log}
     assert audit.politeness_shortfalls(rs, manifest, per_url, delay_factor=10)       # 0.3 s < 10 * 0.2 s: false
     durations = audit.request_durations(rs, log, manifest)
-    assert [durations(r) for r in rs] == [0.02, 0.0, 0.2, 0.0]
+    # /b and /c have no line (lost with a killed process): their time on the server, less the end-stamp lag.
+    assert [durations(r) for r in rs] == pytest.approx([0.02, 0.0, 0.2, 0.1 - audit.END_LAG_TOLERANCE_S])
     assert not audit.politeness_shortfalls(rs, manifest, durations, delay_factor=10)
     late = [*rs[:3], _req(host, "/c", 11.0, 11.1, "https")]                          # 1 s < 10 * 0.2 s: real
     assert audit.politeness_shortfalls(late, manifest, durations, delay_factor=10)
