@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from crawler._native import NATIVE
 from crawler.cache import min as min_policy
-from crawler.cache._native import NATIVE
 from crawler.cache.clock import WAYS as CLOCK_WAYS
 
 # Depth of a request that misses in a cache of any size.

@@ -10,7 +10,7 @@ import numpy as np
 
 from crawler.config.schema import SplitterConfig
 from crawler.splitter.owner import Partitioner
-from crawler.splitter.routekernel import split_owners
+from crawler.splitter.owner_pass import split_owners
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
 from crawler.urls import host_of
 

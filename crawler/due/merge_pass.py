@@ -1,10 +1,10 @@
-"""The merge kernels: sort the buffer, find what is new, write bucket files, pick URLs.
+"""The DUE's merge passes: sort the buffer, find what is new, write bucket files, pick URLs.
 
 Why. A merge runs in a background thread while the node keeps calling
 `submit` (docs/due.md). Written as numpy calls per bucket, a merge took the
 GIL from the caller some twenty times per bucket, and `submit` ran twice as
 long in wall time while a merge was under way. The compiled kernels (in
-crawler/cache/_ckernel.c, next to the submit kernel) do each pass of a
+crawler/_native/due_merge.c and due_files.c) do each pass of a
 merge in one call with the GIL released, so the merge runs on the other core
 and holds the GIL only for a few short steps.
 
@@ -37,7 +37,7 @@ CorruptSetError. `write_buckets` does not fsync: `diskset` calls
 
 The `py_` functions are the numpy twins (no compiler, or
 CRAWLER_CACHE_PURE_PYTHON=1): same arrays, same file bytes
-(tests/unit/test_due_mergekernel.py).
+(tests/unit/test_due_merge_pass.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from crawler.cache._native import native_or
+from crawler._native import native_or
 
 FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
