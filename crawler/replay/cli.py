@@ -17,7 +17,7 @@ from pathlib import Path
 
 from crawler.cache import POLICY_NAMES
 from crawler.cache.base import MAX_CAPACITY
-from crawler.replay.progress import Progress
+from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
 from crawler.replay.stack import ENGINES
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
-    progress = Progress(0.0, enabled=not args.quiet)
+    progress = ReplayProgress(0.0, enabled=not args.quiet)
     try:
         result = replay(streams, options, progress)
     except ValueError as exc:

@@ -344,7 +344,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
            min_requests_for_jobs: int = SMALL_RUN_REQUESTS) -> ReplayResult:
     """Simulates `options` over `streams`, one cache per stream, and sums per (trace, policy, size).
 
-    `progress` (a progress.Progress) is advanced as tasks finish. Worker
+    `progress` (a progress.ReplayProgress) is advanced as tasks finish. Worker
     processes are used only when `options.jobs` > 1 and the streams hold at
     least `min_requests_for_jobs` requests in all.
     """
