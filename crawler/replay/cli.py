@@ -17,6 +17,7 @@ from pathlib import Path
 
 from crawler.cache import POLICY_NAMES
 from crawler.cache.base import MAX_CAPACITY
+from crawler.replay.plots import PlotsUnavailable, require_matplotlib
 from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
@@ -136,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         traces = TRACES if with_flags else ("full",)
     elif "cross" in traces and not with_flags:
         return _fail("--trace cross needs splitter logs (plain .npy fingerprint arrays have no cross-host flags)")
+    if not args.no_plots:
+        try:
+            require_matplotlib()            # before the simulations, which may take hours
+        except PlotsUnavailable as exc:
+            return _fail(str(exc))
     jobs = args.jobs or max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
     options = ReplayOptions(traces=traces, policies=policies, sizes=sizes, window=args.over_time,
                             seed=args.seed, jobs=jobs, engine=args.engine)
