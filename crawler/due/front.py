@@ -82,7 +82,7 @@ class PyFront:
             raise TypeError("DueFront.accept needs a list of URLs")
         n = self.n
         m, size = submit_pass.py_submit(self.cache, fps, urls, self.buf, n, self.urls, self.window,
-                                   self.active_bytes - self.window_at)
+                                        self.active_bytes - self.window_at)
         self.checks += len(urls)
         if m and size < 0:
             return (n, m)
@@ -96,5 +96,5 @@ class PyFront:
         return []
 
 
-DueFront = NATIVE.DueFront if submit_pass.COMPILED and hasattr(NATIVE, "DueFront") else PyFront
+DueFront = NATIVE.DueFront if NATIVE is not None and submit_pass.COMPILED and hasattr(NATIVE, "DueFront") else PyFront
 COMPILED: bool = DueFront is not PyFront

@@ -141,10 +141,11 @@ def py_find_new(keys: np.ndarray, bounds: np.ndarray, base_paths: list[bytes | N
             kb = keys[lo:hi]
             present = _isin_sorted(kb, _read_delta(delta_paths[b], int(delta_counts[b])))
             count = int(base_counts[b])
-            if base_paths[b] is not None and count > 0:
+            base = base_paths[b]
+            if base is not None and count > 0:
                 rest = np.flatnonzero(~present)
                 if len(rest):
-                    present[rest] = _in_base(base_paths[b], count, kb[rest], window_entries)
+                    present[rest] = _in_base(base, count, kb[rest], window_entries)
             new_mask[lo:hi] = ~present
             new_counts[b] = len(kb) - int(np.count_nonzero(present))
     except _WrongSize as exc:

@@ -43,8 +43,8 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             if not lo or not hi or int(lo.group(1)) > int(hi.group(1)):
                 raise ValueError(f"size range {item!r}: expected 2^A..2^B with A <= B")
             sizes.update(1 << e for e in range(int(lo.group(1)), int(hi.group(1)) + 1))
-        elif _POWER.match(item):
-            sizes.add(1 << int(_POWER.match(item).group(1)))
+        elif power := _POWER.match(item):
+            sizes.add(1 << int(power.group(1)))
         elif item.isdigit():
             sizes.add(int(item))
         else:
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         progress.close()
     rows = result_rows(result, args.threads)
-    files = {"results": str(out / "results.csv")}
+    files: dict[str, str | list[str]] = {"results": str(out / "results.csv")}
     write_results(out / "results.csv", rows)
     if options.window is not None:
         write_over_time(out / "over_time.csv", over_time_rows(result))

@@ -177,7 +177,9 @@ def plot_over_time(result: ReplayResult, trace: str, path: Path,
         ax = axes[k // cols][k % cols]
         i = options.sizes.index(size)
         for policy in options.policies:
-            misses = result.tallies[(trace, policy)].windows[i]
+            windows = result.tallies[(trace, policy)].windows
+            assert windows is not None, "every tally counts windows when options.window is set"
+            misses = windows[i]
             rate = np.divide(misses, requests, out=np.full(len(requests), np.nan), where=requests > 0)
             color, _ = STYLE.get(policy, DEFAULT_STYLE)
             ax.plot(x / unit, rate, color=color, linewidth=1.1, label=policy.upper())

@@ -30,6 +30,8 @@ in Python.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from crawler._native import NATIVE
@@ -154,8 +156,8 @@ def cold_requests(next_uses: np.ndarray) -> np.ndarray:
     return first
 
 
-def _index_dtype(n: int) -> type:
-    return np.int32 if n <= _INT32_LIMIT else np.int64
+def _index_dtype(n: int) -> np.dtype[np.signedinteger[Any]]:
+    return np.dtype(np.int32) if n <= _INT32_LIMIT else np.dtype(np.int64)
 
 
 ENGINES = ("auto", "numpy", "numba")

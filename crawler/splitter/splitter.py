@@ -84,6 +84,7 @@ class HostSplitter:
 
     def _log(self, fps: np.ndarray, owners: list[int], cross_idx: list[int], hit: list[bool] | None) -> None:
         """The stream log's record of one page: destination and flags per URL."""
+        assert self.log is not None, "route() logs only with a stream log"
         n = len(owners)
         flags = np.zeros(n, dtype=np.uint16)
         flags[cross_idx] |= FLAG_CROSS

@@ -29,7 +29,7 @@ def test_plots_without_matplotlib_say_how_to_install_it(no_matplotlib):
     with pytest.raises(PlotsUnavailable, match=r"pip install 'crawler\[replay\]'"):
         require_matplotlib()
     with pytest.raises(PlotsUnavailable, match="--no-plots"):
-        plot_all(None, [], None)          # type: ignore[arg-type]  (it fails before it looks at them)
+        plot_all(None, [], None)          # it fails before it looks at its arguments
 
 
 def test_the_command_fails_cleanly_before_it_simulates(no_matplotlib, tmp_path, capsys):
