@@ -321,42 +321,23 @@ static PyObject *Clock_get_buffer_bytes(ClockObject *self, void *Py_UNUSED(c))
                                        + self->nsets * (4 + 1 + 1));
 }
 
-U64_GETTER(Clock_get_capacity, ClockObject, capacity)
+DEFINE_COUNTERS(Clock, ClockObject)
 U64_GETTER(Clock_get_size, ClockObject, size)
-U64_GETTER(Clock_get_hits, ClockObject, hits)
-U64_GETTER(Clock_get_misses, ClockObject, misses)
 U64_GETTER(Clock_get_nsets, ClockObject, nsets)
 U64_GETTER(Clock_get_ways, ClockObject, ways)
 
 static PyMethodDef Clock_methods[] = {
-    {"check_and_add", (PyCFunction)Clock_check_and_add, METH_O,
-     "check_and_add(fp) -> bool: True if fp is cached (a hit); a miss inserts fp."},
-    {"check_and_add_many", (PyCFunction)Clock_check_and_add_many, METH_O,
-     "check_and_add_many(fps) -> bool array: check_and_add on each element, in order."},
+    REQUEST_METHODS(Clock, CACHED_DOC),
     {"keys", (PyCFunction)Clock_keys, METH_NOARGS, "Resident fingerprints, set by set in ring order."},
     {"set_state", (PyCFunction)Clock_set_state, METH_O, "set_state(b) -> (keys, marks, hand) of set b."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Clock_getset[] = {
-    {"capacity", (getter)Clock_get_capacity, NULL, "Most entries held.", NULL},
-    {"size", (getter)Clock_get_size, NULL, "Entries held now.", NULL},
-    {"hits", (getter)Clock_get_hits, NULL, "Requests that found their fingerprint.", NULL},
-    {"misses", (getter)Clock_get_misses, NULL, "Requests that did not.", NULL},
+    COUNTER_GETSETS(Clock, "Most entries held.", "Entries held now."),
     {"nsets", (getter)Clock_get_nsets, NULL, "Number of sets (CLOCK rings).", NULL},
     {"ways", (getter)Clock_get_ways, NULL, "Most entries per set.", NULL},
-    {"buffer_bytes", (getter)Clock_get_buffer_bytes, NULL, "Bytes of the heap arrays.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject ClockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "crawler._native._compiled.ClockKernel",
-    .tp_basicsize = sizeof(ClockObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Set-associative CLOCK (see clock.py).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Clock_init,
-    .tp_dealloc = (destructor)Clock_dealloc,
-    .tp_methods = Clock_methods,
-    .tp_getset = Clock_getset,
-};
+PyTypeObject ClockType =
+    KERNEL_TYPE("ClockKernel", ClockObject, Clock, "Set-associative CLOCK (see clock.py).");
 

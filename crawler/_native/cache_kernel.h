@@ -67,6 +67,41 @@
 #define U64_GETTER(FN, TYPE, FIELD) \
     static PyObject *FN(TYPE *self, void *Py_UNUSED(c)) { return PyLong_FromUnsignedLongLong(self->FIELD); }
 
+/* What every kernel type has: its counters' getters (with its own size and
+ * buffer_bytes getters, written where they differ), their getset entries, the
+ * two request methods, and the type object. */
+#define DEFINE_COUNTERS(PREFIX, TYPE)                                            \
+    U64_GETTER(PREFIX##_get_capacity, TYPE, capacity)                            \
+    U64_GETTER(PREFIX##_get_hits, TYPE, hits)                                    \
+    U64_GETTER(PREFIX##_get_misses, TYPE, misses)
+
+#define COUNTER_GETSETS(PREFIX, CAPACITY_DOC, SIZE_DOC)                                           \
+    {"capacity", (getter)PREFIX##_get_capacity, NULL, CAPACITY_DOC, NULL},                        \
+    {"size", (getter)PREFIX##_get_size, NULL, SIZE_DOC, NULL},                                    \
+    {"hits", (getter)PREFIX##_get_hits, NULL, "Requests that found their fingerprint.", NULL},    \
+    {"misses", (getter)PREFIX##_get_misses, NULL, "Requests that did not.", NULL},                \
+    {"buffer_bytes", (getter)PREFIX##_get_buffer_bytes, NULL, "Bytes of the heap arrays.", NULL}
+
+#define CACHED_DOC "check_and_add(fp) -> bool: True if fp is cached (a hit); a miss inserts fp."
+#define REQUEST_METHODS(PREFIX, CHECK_DOC)                                       \
+    {"check_and_add", (PyCFunction)PREFIX##_check_and_add, METH_O, CHECK_DOC},   \
+    {"check_and_add_many", (PyCFunction)PREFIX##_check_and_add_many, METH_O,     \
+     "check_and_add_many(fps) -> bool array: check_and_add on each element, in order."}
+
+#define KERNEL_TYPE(NAME, OBJECT, PREFIX, DOC)                                   \
+    {                                                                            \
+        PyVarObject_HEAD_INIT(NULL, 0)                                           \
+        .tp_name = "crawler._native._compiled." NAME,                            \
+        .tp_basicsize = sizeof(OBJECT),                                          \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                    \
+        .tp_doc = DOC,                                                           \
+        .tp_new = PyType_GenericNew,                                             \
+        .tp_init = (initproc)PREFIX##_init,                                      \
+        .tp_dealloc = (destructor)PREFIX##_dealloc,                              \
+        .tp_methods = PREFIX##_methods,                                          \
+        .tp_getset = PREFIX##_getset,                                            \
+    }
+
 /* ======================================================= position index */
 /*
  * Open-addressing table (linear probing, power-of-two size) mapping a

@@ -151,40 +151,20 @@ static PyObject *Lru_get_buffer_bytes(LruObject *self, void *Py_UNUSED(c))
     return PyLong_FromUnsignedLongLong(self->capacity * sizeof(LruEntry) + (self->index.mask + 1) * 4);
 }
 
-U64_GETTER(Lru_get_capacity, LruObject, capacity)
+DEFINE_COUNTERS(Lru, LruObject)
 U64_GETTER(Lru_get_size, LruObject, size)
-U64_GETTER(Lru_get_hits, LruObject, hits)
-U64_GETTER(Lru_get_misses, LruObject, misses)
 
 static PyMethodDef Lru_methods[] = {
-    {"check_and_add", (PyCFunction)Lru_check_and_add, METH_O,
-     "check_and_add(fp) -> bool: True if fp is cached (a hit); a miss inserts fp."},
-    {"check_and_add_many", (PyCFunction)Lru_check_and_add_many, METH_O,
-     "check_and_add_many(fps) -> bool array: check_and_add on each element, in order."},
+    REQUEST_METHODS(Lru, CACHED_DOC),
     {"keys", (PyCFunction)Lru_keys, METH_NOARGS, "Resident fingerprints, least recently used first."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Lru_getset[] = {
-    {"capacity", (getter)Lru_get_capacity, NULL, "Most entries held.", NULL},
-    {"size", (getter)Lru_get_size, NULL, "Entries held now.", NULL},
-    {"hits", (getter)Lru_get_hits, NULL, "Requests that found their fingerprint.", NULL},
-    {"misses", (getter)Lru_get_misses, NULL, "Requests that did not.", NULL},
-    {"buffer_bytes", (getter)Lru_get_buffer_bytes, NULL, "Bytes of the heap arrays.", NULL},
+    COUNTER_GETSETS(Lru, "Most entries held.", "Entries held now."),
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject LruType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "crawler._native._compiled.LruKernel",
-    .tp_basicsize = sizeof(LruObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Exact LRU: key array, circular doubly linked list, position index.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Lru_init,
-    .tp_dealloc = (destructor)Lru_dealloc,
-    .tp_methods = Lru_methods,
-    .tp_getset = Lru_getset,
-};
-
+PyTypeObject LruType =
+    KERNEL_TYPE("LruKernel", LruObject, Lru, "Exact LRU: key array, circular doubly linked list, position index.");
 
 int lru_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n)
 {

@@ -105,40 +105,21 @@ static PyObject *Random_get_buffer_bytes(RandomObject *self, void *Py_UNUSED(c))
     return PyLong_FromUnsignedLongLong(self->capacity * 8 + (self->index.mask + 1) * 4);
 }
 
-U64_GETTER(Random_get_capacity, RandomObject, capacity)
+DEFINE_COUNTERS(Random, RandomObject)
 U64_GETTER(Random_get_size, RandomObject, size)
-U64_GETTER(Random_get_hits, RandomObject, hits)
-U64_GETTER(Random_get_misses, RandomObject, misses)
 
 static PyMethodDef Random_methods[] = {
-    {"check_and_add", (PyCFunction)Random_check_and_add, METH_O,
-     "check_and_add(fp) -> bool: True if fp is cached (a hit); a miss inserts fp."},
-    {"check_and_add_many", (PyCFunction)Random_check_and_add_many, METH_O,
-     "check_and_add_many(fps) -> bool array: check_and_add on each element, in order."},
+    REQUEST_METHODS(Random, CACHED_DOC),
     {"keys", (PyCFunction)Random_keys, METH_NOARGS, "Resident fingerprints by position."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Random_getset[] = {
-    {"capacity", (getter)Random_get_capacity, NULL, "Most entries held.", NULL},
-    {"size", (getter)Random_get_size, NULL, "Entries held now.", NULL},
-    {"hits", (getter)Random_get_hits, NULL, "Requests that found their fingerprint.", NULL},
-    {"misses", (getter)Random_get_misses, NULL, "Requests that did not.", NULL},
-    {"buffer_bytes", (getter)Random_get_buffer_bytes, NULL, "Bytes of the heap arrays.", NULL},
+    COUNTER_GETSETS(Random, "Most entries held.", "Entries held now."),
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject RandomType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "crawler._native._compiled.RandomKernel",
-    .tp_basicsize = sizeof(RandomObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Random replacement driven by splitmix64 (see random_policy.py).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Random_init,
-    .tp_dealloc = (destructor)Random_dealloc,
-    .tp_methods = Random_methods,
-    .tp_getset = Random_getset,
-};
-
+PyTypeObject RandomType =
+    KERNEL_TYPE("RandomKernel", RandomObject, Random,
+                "Random replacement driven by splitmix64 (see random_policy.py).");
 
 int random_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n)
 {

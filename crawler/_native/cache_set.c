@@ -207,37 +207,19 @@ static PyObject *Set_get_buffer_bytes(SetObject *self, void *Py_UNUSED(c))
     return PyLong_FromUnsignedLongLong((self->mask + 1) * 8);
 }
 
-U64_GETTER(Set_get_capacity, SetObject, capacity)
-U64_GETTER(Set_get_hits, SetObject, hits)
-U64_GETTER(Set_get_misses, SetObject, misses)
+DEFINE_COUNTERS(Set, SetObject)
 
 static PyMethodDef Set_methods[] = {
-    {"check_and_add", (PyCFunction)Set_check_and_add, METH_O,
-     "check_and_add(fp) -> bool: True if fp is in the set; a miss inserts fp unless frozen."},
-    {"check_and_add_many", (PyCFunction)Set_check_and_add_many, METH_O,
-     "check_and_add_many(fps) -> bool array: check_and_add on each element, in order."},
+    REQUEST_METHODS(Set, "check_and_add(fp) -> bool: True if fp is in the set; a miss inserts fp unless "
+                         "frozen."),
     {"add_many", (PyCFunction)Set_add_many, METH_O, "Add fingerprints without counting them."},
     {"keys", (PyCFunction)Set_keys, METH_NOARGS, "Resident fingerprints (0 first, then table order)."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Set_getset[] = {
-    {"capacity", (getter)Set_get_capacity, NULL, "The capacity given at construction.", NULL},
-    {"size", (getter)Set_get_size, NULL, "Fingerprints held now.", NULL},
-    {"hits", (getter)Set_get_hits, NULL, "Requests that found their fingerprint.", NULL},
-    {"misses", (getter)Set_get_misses, NULL, "Requests that did not.", NULL},
-    {"buffer_bytes", (getter)Set_get_buffer_bytes, NULL, "Bytes of the heap arrays.", NULL},
+    COUNTER_GETSETS(Set, "The capacity given at construction.", "Fingerprints held now."),
     {NULL, NULL, NULL, NULL, NULL}};
 
-PyTypeObject SetType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "crawler._native._compiled.SetKernel",
-    .tp_basicsize = sizeof(SetObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Growable hash set of fingerprints (INFINITE, STATIC).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Set_init,
-    .tp_dealloc = (destructor)Set_dealloc,
-    .tp_methods = Set_methods,
-    .tp_getset = Set_getset,
-};
+PyTypeObject SetType =
+    KERNEL_TYPE("SetKernel", SetObject, Set, "Growable hash set of fingerprints (INFINITE, STATIC).");
 

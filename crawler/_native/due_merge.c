@@ -533,7 +533,8 @@ static int write_fold(OutFile *o, const char *base_path, int64_t base_count, con
         if (fd < 0)
             return -1;
         for (int64_t start = 0; start < base_count; start += (int64_t)chunk_entries) {
-            const size_t c = (size_t)(base_count - start) < chunk_entries ? (size_t)(base_count - start) : chunk_entries;
+            const size_t left = (size_t)(base_count - start);
+            const size_t c = left < chunk_entries ? left : chunk_entries;
             if (read_at(fd, chunk, c * 8, (off_t)(start * 8), base_path, st) < 0) {
                 close(fd);
                 return -1;

@@ -24,7 +24,8 @@ needs_build = pytest.mark.skipif(not BUILT or forced_off, reason="the extension 
 
 def stub_names() -> set[str]:
     tree = ast.parse((NATIVE_DIR / "_compiled.pyi").read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    return {node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")}
 
 
 @needs_build
