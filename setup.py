@@ -1,19 +1,25 @@
-"""Build hook for the compiled URL-cache kernel; all metadata is in pyproject.toml.
+"""Build hook for the compiled kernels (crawler/_native/); all metadata is in pyproject.toml.
 
 setuptools merges this `ext_modules` with pyproject.toml. The extension is
-optional: if it cannot be compiled the install still succeeds and
-`crawler.cache` runs on its pure-Python kernels (identical results, slower).
-It needs only Python.h (no numpy headers: arrays cross by the buffer protocol).
+optional: if it cannot be compiled the install still succeeds and the caches,
+the DUE and the splitter run on their pure-Python twins (identical results,
+slower). It needs only Python.h (no numpy headers: arrays cross by the buffer
+protocol). -fvisibility=hidden keeps the symbols the sources share inside the
+.so (only PyInit__compiled is exported); the sources build warning-free with
+-Wall -Wextra.
 """
+
+from glob import glob
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            "crawler.cache._ckernel",
-            sources=["crawler/cache/_ckernel.c"],
-            extra_compile_args=["-O3", "-std=gnu11", "-pthread"],
+            "crawler._native._compiled",
+            sources=sorted(glob("crawler/_native/*.c")),
+            depends=sorted(glob("crawler/_native/*.h")),
+            extra_compile_args=["-O3", "-std=gnu11", "-pthread", "-fvisibility=hidden", "-Wall", "-Wextra"],
             extra_link_args=["-pthread"],      # the DUE's parallel fsync (libc has it from glibc 2.34)
             optional=True,
         )

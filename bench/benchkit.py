@@ -39,7 +39,7 @@ def add_kernels_option(parser: argparse.ArgumentParser) -> None:
 def check_kernels(args: argparse.Namespace) -> str:
     """Print which kernels run; exit (status 3) on the twins unless allowed. Returns 'compiled' or 'python'."""
     import crawler
-    from crawler.cache._native import KERNELS, PYTHON, kernels_line
+    from crawler._native import KERNELS, PYTHON, kernels_line
     print(f"crawler {crawler.__version__} from {Path(crawler.__file__).parent}; {kernels_line()}", flush=True)
     if KERNELS == PYTHON and not getattr(args, "allow_python_kernels", False):
         print("refusing to measure the pure-Python twins as the crawler: build the extension (see above), or "

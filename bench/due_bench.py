@@ -75,13 +75,13 @@ benchkit.use_installed_crawler()
 
 from crawler.cache import cache_from_config  # noqa: E402
 from crawler.config.schema import DueConfig  # noqa: E402
-from crawler.due import kernel  # noqa: E402
+from crawler.due import submit_pass  # noqa: E402
 from crawler.due.disk import DiskDUE  # noqa: E402
-from crawler.due.kernel import COMPILED as KERNEL_COMPILED  # noqa: E402
+from crawler.due.submit_pass import COMPILED as KERNEL_COMPILED  # noqa: E402
 from crawler.urls import fingerprints  # noqa: E402
 
 try:
-    from crawler.due.mergekernel import COMPILED as MERGE_COMPILED  # noqa: E402
+    from crawler.due.merge_pass import COMPILED as MERGE_COMPILED  # noqa: E402
 except ImportError:                        # a checkout from before the merge kernels (old/new comparisons)
     MERGE_COMPILED = None
 
@@ -638,7 +638,7 @@ def run_budget(args, path: Path, distinct: int, links: int) -> dict:
         cache, buf, kept, window = state
         n = pos = 0
         for f, u in calls:
-            m, size = kernel.submit(cache, f, u, buf, n, kept, window, pos)
+            m, size = submit_pass.submit(cache, f, u, buf, n, kept, window, pos)
             n += m
             pos += max(size, 0)
 

@@ -65,8 +65,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Histogram
 
+from crawler._native import COMPILED, KERNELS, kernels_line
 from crawler.cache import cache_from_config
-from crawler.cache._native import COMPILED, KERNELS, kernels_line
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE

@@ -32,5 +32,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test,fast,jit]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,fast,jit,replay]'
 exec python3 -m pytest -q -p no:cacheprovider "$@"

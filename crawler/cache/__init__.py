@@ -32,7 +32,7 @@ The policies (one module each, registered in base._REGISTRY):
 ONLINE_POLICIES are the ones the splitter and the DUE may use.
 
 Speed. The hot path is one call per link, so each policy class is a C
-kernel type plus the Cache base (_ckernel.c, built by setup.py with plain
+kernel type plus the Cache base (crawler/_native/, built by setup.py with plain
 gcc, no numpy headers): a single check_and_add is a METH_O call, and
 check_and_add_many loops over the array in C (MIN precomputes its answers
 with a compiled Belady simulation). Without the compiled module every policy falls back to a
@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from crawler.cache._native import NATIVE
+from crawler._native import NATIVE
 from crawler.cache.base import (
     DEFAULT_POLICY,
     ONLINE_POLICIES,

@@ -1,6 +1,6 @@
 """The integer functions every cache kernel shares, in pure Python.
 
-They are the reference for the compiled kernel (_ckernel.c), which uses the
+They are the reference for the compiled kernels (crawler/_native/), which uses the
 same constants: a fingerprint is mixed by `fmix64` before it is placed in a
 table (so even non-random test keys spread evenly), `fastrange` maps a 64-bit
 value onto n slots monotonically, and `SplitMix64` is the random policy's

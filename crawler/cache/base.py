@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -109,7 +109,7 @@ class Cache(ABC):
             "compiled": self.compiled,
         }
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default on purpose: most policies hold only memory
         """Nothing to release: memory goes with the object."""
 
     def __repr__(self) -> str:
@@ -148,7 +148,8 @@ def make_cache(policy: str, capacity: int, **options: Any) -> Cache:
         allowed = ", ".join(cls.options) if cls.options else "none"
         raise ValueError(f"cache policy {policy!r} does not take option(s) {', '.join(unknown)}; "
                          f"its options: {allowed}")
-    return cls(capacity, **options)
+    build: Callable[..., Cache] = cls      # each policy's own constructor takes its options
+    return build(capacity, **options)
 
 
 def cache_from_config(config: Any) -> Cache:

@@ -6,7 +6,7 @@ miss simply inserts. A miss on a full cache moves the hand round the ring,
 clearing marks, to the first unmarked entry, evicts it, puts the new
 fingerprint in its place and advances the hand one past it. A new entry
 starts UNMARKED: it has to be hit once to survive the next pass of the hand.
-This is fixed (CLOCK_INITIAL_MARK in _ckernel.c, _INITIAL_MARK here) and
+This is fixed (CLOCK_INITIAL_MARK in crawler/_native/cache_clock.c, _INITIAL_MARK here) and
 pinned by tests.
 
 Sets. The capacity is split into nsets = ceil(capacity / 32) sets of 32 (or
@@ -28,25 +28,25 @@ a uint8 hand and a uint8 fill count: 8 + 6/32 = 8.19 bytes per entry. A
 lookup scans at most 32 keys, four adjacent cache lines.
 
 `PyClockKernel` is the pure-Python twin of the compiled `ClockKernel`
-(_ckernel.c): the same sets, rings and hands, so the same results.
+(crawler/_native/cache_clock.c): the same sets, rings and hands, so the same results.
 """
 
 from __future__ import annotations
 
 import sys
 
+from crawler._native import NATIVE
 from crawler.cache._mix import PyKernel, fastrange, fmix64
-from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 # Entries per set (the associativity); at most 32, the bits of a set's mark word.
 WAYS = 32
 MAX_WAYS = 32
-_INITIAL_MARK = 0  # a new entry starts unmarked (same constant in _ckernel.c)
+_INITIAL_MARK = 0  # a new entry starts unmarked (same constant in cache_clock.c)
 
 
 class PyClockKernel(PyKernel):
-    """Pure-Python CLOCK kernel, set for set the same as _ckernel.ClockKernel."""
+    """Pure-Python CLOCK kernel, set for set the same as the compiled ClockKernel."""
 
     __slots__ = ("_keys", "_marks", "_hands", "_nsets", "_base", "_extra", "_ways",
                  "_capacity", "_size", "_hits", "_misses")

@@ -8,7 +8,7 @@ reported, but never enforced: `size` grows with the distinct fingerprints.
 from __future__ import annotations
 
 from crawler.cache.base import Cache
-from crawler.cache.setkernel import PySetKernel, SetKernel
+from crawler.cache.hashset import PySetKernel, SetKernel
 
 
 class InfiniteCache(SetKernel, Cache):  # type: ignore[misc, valid-type]

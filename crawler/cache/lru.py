@@ -1,6 +1,6 @@
 """LRU: evict the entry used least recently (exact, not approximated).
 
-Compiled layout (_ckernel.LruKernel): `capacity` 16-byte entries (the
+Compiled layout (LruKernel, crawler/_native/cache_lru.c): `capacity` 16-byte entries (the
 uint64 key and uint32 prev/next links of a circular doubly linked list:
 head = most recent, its predecessor = least recent; one record so a hit
 touches one cache line for the entry) and a position index (open addressing,
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 
+from crawler._native import NATIVE
 from crawler.cache._mix import PyKernel
-from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 

@@ -9,7 +9,7 @@ asking anything else raises ValueError.
 All the work is done at construction: `next_use` finds, for every request,
 when its fingerprint is asked next (one stable argsort), and `belady`
 simulates the cache with a max-heap of next-request times (compiled in
-_ckernel.belady, pure Python in `belady_hits_py`; same hit sequence). A
+crawler/_native/belady.c, pure Python in `belady_hits_py`; same hit sequence). A
 resident entry is known by the time of its next request, so "is it cached?"
 at time t is one flag, and stale heap values (times already passed) always
 sit below live ones and are never popped.
@@ -21,8 +21,8 @@ import heapq
 
 import numpy as np
 
+from crawler._native import NATIVE
 from crawler.cache._mix import as_fingerprint, as_fingerprint_array
-from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 
@@ -38,7 +38,7 @@ def next_use(trace: np.ndarray) -> np.ndarray:
 
 
 def belady_hits_py(next_uses: np.ndarray, capacity: int) -> np.ndarray:
-    """MIN's hit sequence in pure Python (the twin of _ckernel.belady)."""
+    """MIN's hit sequence in pure Python (the twin of the compiled belady)."""
     n = len(next_uses)
     hits = np.zeros(n, dtype=bool)
     resident = bytearray(n)

@@ -5,7 +5,7 @@ a key array in insertion-slot order, and the new key takes the victim's
 position. The generator is seeded by the `seed` option (default 0), so a
 seed gives the same hits with the compiled kernel and the pure-Python one.
 
-Compiled layout (_ckernel.RandomKernel): the key array (8 bytes per entry)
+Compiled layout (RandomKernel, crawler/_native/cache_random.c): the key array (8 bytes per entry)
 and a position index (open addressing, load <= 1/2, uint32), 16-24 bytes per
 entry. (The file is not called random.py so that it cannot be mistaken for
 the standard library module.)
@@ -16,15 +16,15 @@ from __future__ import annotations
 import operator
 import sys
 
+from crawler._native import NATIVE
 from crawler.cache._mix import MASK64, PyKernel, SplitMix64, fastrange
-from crawler.cache._native import NATIVE
 from crawler.cache.base import Cache
 
 DEFAULT_SEED = 0
 
 
 class PyRandomKernel(PyKernel):
-    """Pure-Python RANDOM kernel, victim for victim the same as _ckernel.RandomKernel."""
+    """Pure-Python RANDOM kernel, victim for victim the same as the compiled RandomKernel."""
 
     __slots__ = ("_keys", "_where", "_rng", "_capacity", "_hits", "_misses")
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from crawler.cache._mix import as_fingerprint_array
 from crawler.cache.base import Cache
-from crawler.cache.setkernel import PySetKernel, SetKernel
+from crawler.cache.hashset import PySetKernel, SetKernel
 
 
 def top_k(trace: np.ndarray, k: int) -> np.ndarray:

@@ -17,9 +17,9 @@ Local URLs from the host splitter and URLs that peers send us both enter here
 
 `DiskDUE` is the one the node runs (docs/due.md): a front cache, a journaled
 buffer, and sorted merges with a bucketed on-disk set, so RAM is bounded by
-cache + buffer. Its hot path is one compiled call per `submit` (`kernel`),
+cache + buffer. Its hot path is one compiled call per `submit` (`submit_pass`),
 and its merges run in a background thread as compiled passes that release
-the GIL (`mergekernel`); both have pure-Python twins. `MemoryDUE` is exact, immediate and grows with the number of
+the GIL (`merge_pass`); both have pure-Python twins. `MemoryDUE` is exact, immediate and grows with the number of
 URLs seen: the reference model the tests compare against.
 """
 

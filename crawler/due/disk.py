@@ -8,7 +8,7 @@ Data flow of one `submit(fps, urls)` (hot path, a page's links at a time):
    fingerprints and a list of the caller's URL strings, no copies) and to
    the journal (one record, copied into a mapped window of the segment file:
    no system call). Steps 1 and 2 are one call of the submit kernel
-   (`kernel.py`; compiled in crawler/cache/_ckernel.c when built). Repeats
+   (`submit_pass.py`; compiled in crawler/_native/ when built). Repeats
    inside the buffer are caught at the merge, which sorts it anyway.
 3. When the buffer holds `due.buffer_size` URLs (half of it when merges run
    in the background, so the two halves never exceed the buffer), or when
@@ -17,7 +17,7 @@ Data flow of one `submit(fps, urls)` (hot path, a page's links at a time):
    on-disk set bucket by bucket in one sequential pass (`diskset`). The
    fingerprints not on disk are new; their URLs are returned to the caller
    in the order they arrived. In the background, a merge's heavy passes are
-   compiled kernels that release the GIL (`mergekernel`): it runs on a
+   compiled kernels that release the GIL (`merge_pass`): it runs on a
    second core while `submit` goes on.
 
 RAM is the cache plus the buffer (8 bytes per fingerprint plus the URL
@@ -65,7 +65,7 @@ from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, Buck
 from crawler.due.front import DueFront
 from crawler.due.journal import Journal
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
-from crawler.due.mergekernel import pick, sort_unique
+from crawler.due.merge_pass import pick, sort_unique
 from crawler.due.trim import release_free_memory
 from crawler.fsutil import fsync_dir
 
@@ -806,7 +806,7 @@ class DiskDUE(DUE):
 
         Runs in a background thread or in the caller's. The sort, the passes
         over the buckets, the fsyncs and deletions are merge kernels that run
-        with the GIL released (`mergekernel`), so a background merge uses the
+        with the GIL released (`merge_pass`), so a background merge uses the
         other core and takes the GIL from the caller only for a few short steps.
         """
         start = time.perf_counter()

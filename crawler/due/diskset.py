@@ -28,7 +28,7 @@ base once, sequentially. Memory is bounded by the merge's batch plus one
 window (`window_entries`) of one bucket, however large the set grows.
 
 The passes over the buckets (which keys are new; writing the new deltas and
-bases) are one call each of the merge kernels (`mergekernel`: compiled, GIL
+bases) are one call each of the merge kernels (`merge_pass`: compiled, GIL
 released; or their numpy twins); this module decides what is written where
 and keeps the table.
 """
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crawler.due import mergekernel
+from crawler.due import merge_pass
 from crawler.fsutil import fsync_dir
 
 FP_DTYPE = np.dtype("<u8")
@@ -211,7 +211,7 @@ class DiskSet:
             adds = int(table.delta_n[b] + new_counts[b])
             out_paths.append(os.fsencode(self._record_write(plan, b, adds, BASE if fold else DELTA)))
         try:
-            bad = mergekernel.write_buckets(keys, new_mask, bounds, *paths, np.array(write, dtype=np.int64),
+            bad = merge_pass.write_buckets(keys, new_mask, bounds, *paths, np.array(write, dtype=np.int64),
                                             out_paths, fold_flags, self.window_entries)
             if bad is not None:
                 raise CorruptSetError(_size_message(*bad))
@@ -225,11 +225,11 @@ class DiskSet:
         """Switch to the merged files (after the manifest commit) and delete the old ones."""
         with self._adopting:
             self.table = plan.table
-            mergekernel.remove_files([os.fsencode(p) for p in plan.obsolete])
+            merge_pass.remove_files([os.fsencode(p) for p in plan.obsolete])
 
     def discard(self, plan: MergePlan) -> None:
         """Delete the files of a merge that will not be committed."""
-        mergekernel.remove_files([os.fsencode(p) for p in plan.written])
+        merge_pass.remove_files([os.fsencode(p) for p in plan.written])
         plan.written.clear()
 
     def close(self) -> None:
@@ -274,7 +274,7 @@ class DiskSet:
         paths = self._file_paths(table)
         new_mask = np.zeros(len(keys), dtype=bool)
         new_counts = np.zeros(self.buckets, dtype=np.int64)
-        bad = mergekernel.find_new(np.ascontiguousarray(keys, dtype=np.uint64), bounds, *paths,
+        bad = merge_pass.find_new(np.ascontiguousarray(keys, dtype=np.uint64), bounds, *paths,
                                    self.window_entries, new_mask, new_counts)
         if bad is not None:
             raise CorruptSetError(_size_message(*bad))
@@ -319,7 +319,7 @@ class DiskSet:
         """fsync the files in parallel (one shared journal commit), then the directory."""
         if not paths or not self.durable:
             return
-        mergekernel.fsync_files([os.fsencode(p) for p in paths], FSYNC_THREADS)
+        merge_pass.fsync_files([os.fsencode(p) for p in paths], FSYNC_THREADS)
         fsync_dir(self.directory)
 
 

@@ -1,6 +1,6 @@
 """The DUE's front: `DiskDUE.submit`'s common case in one call, and the state it touches.
 
-Why. The submit kernel (`kernel.py`) does the work of a page's links in C,
+Why. The submit pass (`submit_pass.py`) does the work of a page's links in C,
 but the Python around it still cost ~1.2 us per call (measured inside
 `DiskDUE.submit` on the 5M-URL due_bench run): reading the buffer, cache and
 journal attributes, updating the append position and counters, and checking
@@ -33,9 +33,9 @@ around the front's cost ~120 ns per call more, and the front used to read
 the DUE's three lists of pending work as attributes, ~100-150 ns; the DUE
 now keeps `attention` up to date instead).
 
-`DueFront` in crawler/cache/_ckernel.c is the compiled one; `PyFront` is its
+`DueFront` in crawler/_native/due_front.c is the compiled one; `PyFront` is its
 pure-Python twin (no extension, or CRAWLER_CACHE_PURE_PYTHON=1), and
-tests/unit/test_due_kernel.py checks they agree.
+tests/unit/test_due_submit_pass.py checks they agree.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ import time
 
 import numpy as np
 
-from crawler.cache._native import NATIVE
-from crawler.due import kernel
+from crawler._native import NATIVE
+from crawler.due import submit_pass
 
 
 class PyFront:
@@ -81,8 +81,8 @@ class PyFront:
         if urls.__class__ is not list:
             raise TypeError("DueFront.accept needs a list of URLs")
         n = self.n
-        m, size = kernel.py_submit(self.cache, fps, urls, self.buf, n, self.urls, self.window,
-                                   self.active_bytes - self.window_at)
+        m, size = submit_pass.py_submit(self.cache, fps, urls, self.buf, n, self.urls, self.window,
+                                        self.active_bytes - self.window_at)
         self.checks += len(urls)
         if m and size < 0:
             return (n, m)
@@ -96,5 +96,5 @@ class PyFront:
         return []
 
 
-DueFront = NATIVE.DueFront if kernel.COMPILED and hasattr(NATIVE, "DueFront") else PyFront
+DueFront = NATIVE.DueFront if NATIVE is not None and submit_pass.COMPILED and hasattr(NATIVE, "DueFront") else PyFront
 COMPILED: bool = DueFront is not PyFront

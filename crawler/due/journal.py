@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crawler.cache._native import NATIVE
+from crawler._native import NATIVE
 
 SEGMENT_MAGIC = b"DUEJRNL1"
 TAG_LINES = 0x4C4A5544      # b"DUJL": URLs joined by newlines
@@ -370,7 +370,7 @@ class Journal:
 
     def advance(self, size: int) -> None:
         """Account for a record of `size` bytes written into `window` at the append
-        position by the DUE's submit kernel (crawler/due/kernel.py)."""
+        position by the DUE's submit kernel (crawler/due/submit_pass.py)."""
         self.active_bytes += size
         self.dirty = True
 

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 import crawler
-from crawler.cache._native import KERNELS
+from crawler._native import KERNELS
 
 NODE_INFO = "crawler_node_info"
 NODE_INFO_LABELS = ("node", "cluster", "version", "kernels")

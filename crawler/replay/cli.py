@@ -17,7 +17,8 @@ from pathlib import Path
 
 from crawler.cache import POLICY_NAMES
 from crawler.cache.base import MAX_CAPACITY
-from crawler.replay.progress import Progress
+from crawler.replay.plots import PlotsUnavailable, require_matplotlib
+from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
 from crawler.replay.stack import ENGINES
@@ -42,8 +43,8 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             if not lo or not hi or int(lo.group(1)) > int(hi.group(1)):
                 raise ValueError(f"size range {item!r}: expected 2^A..2^B with A <= B")
             sizes.update(1 << e for e in range(int(lo.group(1)), int(hi.group(1)) + 1))
-        elif _POWER.match(item):
-            sizes.add(1 << int(_POWER.match(item).group(1)))
+        elif power := _POWER.match(item):
+            sizes.add(1 << int(power.group(1)))
         elif item.isdigit():
             sizes.add(int(item))
         else:
@@ -136,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         traces = TRACES if with_flags else ("full",)
     elif "cross" in traces and not with_flags:
         return _fail("--trace cross needs splitter logs (plain .npy fingerprint arrays have no cross-host flags)")
+    if not args.no_plots:
+        try:
+            require_matplotlib()            # before the simulations, which may take hours
+        except PlotsUnavailable as exc:
+            return _fail(str(exc))
     jobs = args.jobs or max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
     options = ReplayOptions(traces=traces, policies=policies, sizes=sizes, window=args.over_time,
                             seed=args.seed, jobs=jobs, engine=args.engine)
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _fail(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
-    progress = Progress(0.0, enabled=not args.quiet)
+    progress = ReplayProgress(0.0, enabled=not args.quiet)
     try:
         result = replay(streams, options, progress)
     except ValueError as exc:
@@ -152,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         progress.close()
     rows = result_rows(result, args.threads)
-    files = {"results": str(out / "results.csv")}
+    files: dict[str, str | list[str]] = {"results": str(out / "results.csv")}
     write_results(out / "results.csv", rows)
     if options.window is not None:
         write_over_time(out / "over_time.csv", over_time_rows(result))

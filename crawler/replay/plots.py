@@ -1,5 +1,11 @@
 """The paper's figure types as PNG files (matplotlib, Agg canvas, no pyplot state).
 
+matplotlib is the optional extra `replay` (`pip install 'crawler[replay]'`):
+only these figures need it, so it is imported here, lazily, and its absence
+is the error `PlotsUnavailable`, which says how to install it; `crawler
+replay` checks that before it simulates (the CSV files need no matplotlib:
+`--no-plots`).
+
 Per trace (`full`, `cross`):
     miss_rate_<trace>.png   miss rate against cache size, log2 axis (Figures 2-7)
     relative_<trace>.png    miss rate relative to MIN at the same size
@@ -25,6 +31,20 @@ STYLE = {
     "static": ("tab:red", "v"), "min": ("black", "D"), "infinite": ("tab:gray", "x"),
 }
 DEFAULT_STYLE = ("tab:purple", "*")
+INSTALL_HINT = "pip install 'crawler[replay]'"
+
+
+class PlotsUnavailable(RuntimeError):
+    """matplotlib cannot be imported, so no figure can be drawn."""
+
+
+def require_matplotlib() -> None:
+    """Raises PlotsUnavailable, saying how to get matplotlib, when it cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401  (imported here: plotting is optional work)
+    except ImportError as exc:
+        raise PlotsUnavailable(f"the figures need matplotlib, which is not installed ({exc}): "
+                               f"{INSTALL_HINT}, or --no-plots to write the CSV files only") from None
 
 
 def _figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = FIGSIZE_IN):
@@ -157,7 +177,9 @@ def plot_over_time(result: ReplayResult, trace: str, path: Path,
         ax = axes[k // cols][k % cols]
         i = options.sizes.index(size)
         for policy in options.policies:
-            misses = result.tallies[(trace, policy)].windows[i]
+            windows = result.tallies[(trace, policy)].windows
+            assert windows is not None, "every tally counts windows when options.window is set"
+            misses = windows[i]
             rate = np.divide(misses, requests, out=np.full(len(requests), np.nan), where=requests > 0)
             color, _ = STYLE.get(policy, DEFAULT_STYLE)
             ax.plot(x / unit, rate, color=color, linewidth=1.1, label=policy.upper())
@@ -177,7 +199,8 @@ def plot_over_time(result: ReplayResult, trace: str, path: Path,
 
 def plot_all(result: ReplayResult, rows: list[Row], out: Path, threads: int | None = None,
              over_time_chosen: tuple[int, ...] | None = None) -> list[Path]:
-    """Every figure that applies; returns the files written."""
+    """Every figure that applies; returns the files written. Raises PlotsUnavailable without matplotlib."""
+    require_matplotlib()
     written = []
     for trace in result.options.traces:
         if result.stats[trace].requests == 0:

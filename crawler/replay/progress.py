@@ -22,7 +22,7 @@ BAR_FORMAT = "replay {l_bar}{bar:30}| {elapsed}, ~{remaining} left  {postfix}"
 LABEL_CHARS = 60
 
 
-class Progress:
+class ReplayProgress:
     """Done/total work in estimated seconds; `enabled=False` makes every call a no-op."""
 
     def __init__(self, total: float, enabled: bool = True, stream: TextIO | None = None) -> None:

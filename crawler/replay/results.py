@@ -57,7 +57,7 @@ def result_rows(result: ReplayResult, threads: int | None = None) -> list[Row]:
                 rate = _rate(int(tally.misses[i]), requests)
                 relative = None
                 if floor is not None and rate is not None and floor.misses[i] > 0:
-                    relative = rate / _rate(int(floor.misses[i]), requests)
+                    relative = rate / (int(floor.misses[i]) / requests)      # requests > 0: rate is a number
                 rows.append(Row(trace, policy, size, requests, int(tally.misses[i]), rate, relative, threads,
                                 None if threads is None else size / threads))
     return rows
@@ -82,13 +82,15 @@ def write_results(path: Path, rows: list[Row]) -> None:
 def over_time_rows(result: ReplayResult) -> list[tuple]:
     """(trace, policy, size, window, first_request, requests, misses, miss_rate) per window."""
     options = result.options
-    out = []
+    out: list[tuple] = []
     if options.window is None:
         return out
     for trace in options.traces:
         requests = result.stats[trace].window_requests
+        assert requests is not None, "every trace counts its windows when options.window is set"
         for policy in options.policies:
             windows = result.tallies[(trace, policy)].windows
+            assert windows is not None
             for i, size in enumerate(options.sizes):
                 for w, n in enumerate(requests.tolist()):
                     misses = int(windows[i, w])
@@ -104,7 +106,7 @@ def write_over_time(path: Path, rows: list[tuple]) -> None:
             writer.writerow([_cell(v) for v in row])
 
 
-def summary(result: ReplayResult, inputs: list[str], files: dict[str, str]) -> dict:
+def summary(result: ReplayResult, inputs: list[str], files: dict[str, str | list[str]]) -> dict:
     """The run in one JSON-able dict: inputs, options, per-trace counts, timings, outputs."""
     options = result.options
     traces = {}

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -170,7 +171,7 @@ def _prepare(fps: np.ndarray, options: ReplayOptions) -> tuple[np.ndarray, dict]
     nu = stack.next_use_from_groups(order, grouped)
     del order
     cold = stack.cold_requests(nu)
-    info = {"requests": len(fps), "distinct": int(cold.sum())}
+    info: dict[str, Any] = {"requests": len(fps), "distinct": int(cold.sum())}
     if options.window is not None:
         info["cold_windows"] = stack.window_misses(~cold, options.window)
     if "min" in options.policies:
@@ -189,7 +190,7 @@ def _run_online(policy: str, size: int, fps: np.ndarray, options: ReplayOptions
     counts = None if window is None else np.zeros(-(-len(fps) // window), dtype=np.int64)
     for start in range(0, len(fps), CHUNK_REQUESTS):
         hits = cache.check_and_add_many(fps[start:start + CHUNK_REQUESTS])
-        if counts is not None:
+        if counts is not None and window is not None:     # both or neither
             counts += np.bincount((np.flatnonzero(~hits) + start) // window, minlength=len(counts))
     misses = cache.misses
     cache.close()
@@ -344,7 +345,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
            min_requests_for_jobs: int = SMALL_RUN_REQUESTS) -> ReplayResult:
     """Simulates `options` over `streams`, one cache per stream, and sums per (trace, policy, size).
 
-    `progress` (a progress.Progress) is advanced as tasks finish. Worker
+    `progress` (a progress.ReplayProgress) is advanced as tasks finish. Worker
     processes are used only when `options.jobs` > 1 and the streams hold at
     least `min_requests_for_jobs` requests in all.
     """
@@ -394,7 +395,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
             stats[trace].distinct += info["distinct"]
             stats[trace].streams.append({"stream": streams[i].name, "requests": info["requests"],
                                          "distinct": info["distinct"]})
-        widths = {t: 0 if stats[t].window_requests is None else len(stats[t].window_requests) for t in stats}
+        widths = {t: 0 if st.window_requests is None else len(st.window_requests) for t, st in stats.items()}
         collector = _Collector(options, widths)
         tasks, shortcuts = _plan(parts, options, infos)
         for trace, i, policy, k in shortcuts:

@@ -30,10 +30,12 @@ in Python.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from crawler._native import NATIVE
 from crawler.cache import min as min_policy
-from crawler.cache._native import NATIVE
 from crawler.cache.clock import WAYS as CLOCK_WAYS
 
 # Depth of a request that misses in a cache of any size.
@@ -154,8 +156,8 @@ def cold_requests(next_uses: np.ndarray) -> np.ndarray:
     return first
 
 
-def _index_dtype(n: int) -> type:
-    return np.int32 if n <= _INT32_LIMIT else np.int64
+def _index_dtype(n: int) -> np.dtype[np.signedinteger[Any]]:
+    return np.dtype(np.int32) if n <= _INT32_LIMIT else np.dtype(np.int64)
 
 
 ENGINES = ("auto", "numpy", "numba")

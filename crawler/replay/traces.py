@@ -146,8 +146,9 @@ def _array_stream(path: Path) -> Stream:
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read the .npy array: {exc}") from exc
     if data.dtype.names is not None:
-        if set(RECORD.names) - set(data.dtype.names):
-            raise InputError(f"{path}: a structured array needs the fields {', '.join(RECORD.names)}")
+        needed = RECORD.names or ()
+        if set(needed) - set(data.dtype.names):
+            raise InputError(f"{path}: a structured array needs the fields {', '.join(needed)}")
         return Stream(path.name, None, (path,), np.ascontiguousarray(data["fp"].reshape(-1), dtype=np.uint64),
                       np.ascontiguousarray(data["flags"].reshape(-1), dtype=np.uint16))
     if data.dtype.kind not in "ui" or data.ndim != 1:

@@ -10,7 +10,7 @@ import numpy as np
 
 from crawler.config.schema import SplitterConfig
 from crawler.splitter.owner import Partitioner
-from crawler.splitter.routekernel import split_owners
+from crawler.splitter.owner_pass import split_owners
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
 from crawler.urls import host_of
 
@@ -84,6 +84,7 @@ class HostSplitter:
 
     def _log(self, fps: np.ndarray, owners: list[int], cross_idx: list[int], hit: list[bool] | None) -> None:
         """The stream log's record of one page: destination and flags per URL."""
+        assert self.log is not None, "route() logs only with a stream log"
         n = len(owners)
         flags = np.zeros(n, dtype=np.uint16)
         flags[cross_idx] |= FLAG_CROSS

@@ -29,6 +29,7 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -81,27 +82,30 @@ class StreamLog:
         self.rotate_bytes = rotate_bytes
         existing = sorted(self.dir.glob(f"splitter-{node_id}-*.log"))
         self._seq = int(existing[-1].stem.rsplit("-", 1)[1]) + 1 if existing else 0
-        self._file = None
+        self._file: BinaryIO | None = None
         self.records = 0
         self.files: list[Path] = []
 
-    def _open(self) -> None:
+    def _open(self) -> BinaryIO:
         self.close()
         path = self.dir / f"splitter-{self.node_id}-{self._seq:05d}.log"
         self._seq += 1
-        self._file = open(path, "wb", buffering=1 << 20)
-        header = _HEADER.pack(MAGIC, VERSION, HEADER_SIZE, RECORD.itemsize, self.node_id, self.node_count, 0, time.time())
-        self._file.write(header.ljust(HEADER_SIZE, b"\0"))
+        f = self._file = open(path, "wb", buffering=1 << 20)
+        header = _HEADER.pack(MAGIC, VERSION, HEADER_SIZE, RECORD.itemsize, self.node_id, self.node_count, 0,
+                              time.time())
+        f.write(header.ljust(HEADER_SIZE, b"\0"))
         self.files.append(path)
+        return f
 
     def append(self, fps: np.ndarray, dest: np.ndarray, flags: np.ndarray) -> None:
-        if self._file is None or self._file.tell() >= self.rotate_bytes:
-            self._open()
+        f = self._file
+        if f is None or f.tell() >= self.rotate_bytes:
+            f = self._open()
         rec = np.empty(len(fps), dtype=RECORD)
         rec["fp"] = fps
         rec["dest"] = dest
         rec["flags"] = flags
-        self._file.write(rec.tobytes())
+        f.write(rec.tobytes())
         self.records += len(fps)
 
     def flush(self) -> None:

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.crawl_support import REPO, write_config
 from tests.integration.servers import free_tcp_port
 
-from crawler.cache._native import BUILD_HINT, NATIVE, PURE_PYTHON_ENV
+from crawler._native import BUILD_HINT, NATIVE, PURE_PYTHON_ENV
 from crawler.testweb.process import TestWebProcess
 
 SCRAPE_TIMEOUT_S = 30.0

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawler._native import NATIVE
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64, SplitMix64
-from crawler.cache._native import NATIVE
 from crawler.cache.clock import WAYS, PyClockKernel
+from crawler.cache.hashset import PySetKernel
 from crawler.cache.lru import PyLruKernel
 from crawler.cache.random_policy import PyRandomKernel
-from crawler.cache.setkernel import PySetKernel
 
 EXAMPLES = 150
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import sys
 
 from tests.conftest import REPO
 
-from crawler.cache._native import PURE_PYTHON_ENV
+from crawler._native import PURE_PYTHON_ENV
 
 SMALL = ["--requests", "2000", "--capacity", "64", "--single", "500", "--repeat", "1", "--policies", "clock",
          "--no-baselines"]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import crawler.cache as cache_pkg
+from crawler._native import NATIVE, PURE_PYTHON_ENV
 from crawler.cache import (
     COMPILED,
     ONLINE_POLICIES,
@@ -23,12 +24,11 @@ from crawler.cache import (
     make_cache,
 )
 from crawler.cache._mix import MASK64, SplitMix64, fastrange, fmix64
-from crawler.cache._native import NATIVE, PURE_PYTHON_ENV
 from crawler.cache.clock import WAYS, PyClockKernel
+from crawler.cache.hashset import PySetKernel
 from crawler.cache.lru import PyLruKernel
 from crawler.cache.min import belady_hits, belady_hits_py, next_use
 from crawler.cache.random_policy import PyRandomKernel
-from crawler.cache.setkernel import PySetKernel
 from crawler.cache.static import top_k
 
 REPO = Path(__file__).resolve().parents[2]

@@ -366,7 +366,7 @@ def test_dockerfile_builds_in_two_stages_and_runs_unprivileged():
     assert len(stages) == 2
     build, final = stages
     build_runs = " ".join(args for op, args in build if op == "RUN")
-    assert "gcc" in build_runs and "pip wheel" in build_runs and "_ckernel" in build_runs
+    assert "gcc" in build_runs and "pip wheel" in build_runs and "_compiled" in build_runs
     final_ops = {op for op, _ in final}
     assert {"USER", "HEALTHCHECK", "VOLUME", "ENTRYPOINT"} <= final_ops
     assert not any("gcc" in args for op, args in final if op == "RUN"), "no compiler in the runtime image"

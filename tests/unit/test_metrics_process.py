@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import crawler
-from crawler.cache._native import KERNELS, NATIVE
+from crawler._native import KERNELS, NATIVE
 from crawler.metrics import register_process_metrics
 
 PROCESS_FAMILIES = {"process_cpu_seconds", "process_resident_memory_bytes", "process_virtual_memory_bytes",

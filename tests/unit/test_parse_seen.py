@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from crawler.cache._native import NATIVE
+from crawler._native import NATIVE
 from crawler.cache.clock import WAYS
 from crawler.config import Config
 from crawler.parse import ContentSeen

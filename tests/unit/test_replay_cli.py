@@ -13,7 +13,7 @@ from tests.unit.test_replay_models import locality_trace, lru_misses, static_mis
 from tests.unit.test_replay_traces import NODES, write_node_log
 
 from crawler.replay.cli import main, parse_sizes
-from crawler.replay.progress import Progress
+from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import RESULT_COLUMNS
 
 MAX_PNG_BYTES = 200_000
@@ -135,17 +135,17 @@ class FakeTerminal(io.StringIO):
 
 def test_progress_bar_on_a_terminal_and_quiet_in_short_logged_runs():
     tty = FakeTerminal()
-    bar = Progress(10.0, stream=tty)
+    bar = ReplayProgress(10.0, stream=tty)
     bar.advance(5.0, "lru full node-0")
     bar.advance(5.0, "clock full node-0 size 64")
     bar.close()
     text = tty.getvalue()
     assert "\rreplay " in text and "100%" in text and "clock full node-0 size 64" in text and text.endswith("\n")
     log = io.StringIO()
-    quiet = Progress(10.0, stream=log)
+    quiet = ReplayProgress(10.0, stream=log)
     quiet.advance(10.0, "done")
     assert log.getvalue() == ""                          # under QUIET_FOR_S: nothing in logs
-    off = Progress(10.0, enabled=False, stream=tty)
+    off = ReplayProgress(10.0, enabled=False, stream=tty)
     off.advance(10.0)
     off.add_total(-20.0)
     assert off.total >= off.done

@@ -13,10 +13,10 @@ from crawler.splitter import (
     HostSplitter,
     Partitioner,
     StreamLog,
+    owner_pass,
     read_header,
     read_records,
     rendezvous_owner,
-    routekernel,
 )
 from crawler.urls import fingerprints, host_fingerprint
 
@@ -124,9 +124,9 @@ def test_stream_log_rotates_and_rejects_foreign_files(tmp_path):
         read_header(bad)
 
 
-_TWINS = [pytest.param(routekernel.py_split_owners, id="python"),
-          pytest.param(routekernel.split_owners, id="compiled",
-                       marks=pytest.mark.skipif(not routekernel.COMPILED, reason="the compiled extension is not built"))]
+_TWINS = [pytest.param(owner_pass.py_split_owners, id="python"),
+          pytest.param(owner_pass.split_owners, id="compiled",
+                       marks=pytest.mark.skipif(not owner_pass.COMPILED, reason="the compiled extension is not built"))]
 
 
 def _awkward_urls() -> list[str]:

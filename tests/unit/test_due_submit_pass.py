@@ -11,16 +11,16 @@ import pytest
 from tests.due_support import batch, fp_of
 
 import crawler.due.disk as disk_module
+from crawler._native import NATIVE
 from crawler.cache import make_cache
-from crawler.cache._native import NATIVE
 from crawler.cache.clock import PyClockKernel
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due import front as front_module
-from crawler.due import kernel
+from crawler.due import submit_pass
 from crawler.due.disk import DiskDUE
 from crawler.due.journal import Journal
 
-compiled = pytest.mark.skipif(not kernel.COMPILED, reason="the compiled extension is not built")
+compiled = pytest.mark.skipif(not submit_pass.COMPILED, reason="the compiled extension is not built")
 WINDOW_BYTES = 1 << 16
 POLICIES = [("clock", {}), ("lru", {}), ("random", {"seed": 3}), ("static", {"preload": np.array([fp_of(i) for i in range(0, 400, 7)], dtype=np.uint64)})]
 
@@ -70,7 +70,7 @@ def test_compiled_and_python_kernels_agree(policy: str, options: dict) -> None:
     native = Side(make_cache(policy, 64, **options))
     python = Side(make_cache(policy, 64, **options))
     for fps, urls in batches(seed=len(policy), count=60):
-        assert native.submit(kernel.submit, fps, urls) == python.submit(kernel.py_submit, fps, urls)
+        assert native.submit(submit_pass.submit, fps, urls) == python.submit(submit_pass.py_submit, fps, urls)
     assert native.n == python.n > 0
     assert (native.buf == python.buf).all()
     assert native.urls == python.urls
@@ -86,7 +86,7 @@ def test_any_cache_object_works_through_its_batch_call() -> None:
     native = Side(make_cache("clock", 64))
     other = Side(PyClockKernel(64, 32))
     for fps, urls in batches(seed=9, count=40):
-        assert other.submit(kernel.submit, fps, urls) == native.submit(kernel.submit, fps, urls)
+        assert other.submit(submit_pass.submit, fps, urls) == native.submit(submit_pass.submit, fps, urls)
     assert native.window == other.window and native.urls == other.urls
 
 
@@ -94,7 +94,7 @@ def test_any_cache_object_works_through_its_batch_call() -> None:
 def test_fingerprints_in_any_array_form_read_the_same(fn: str) -> None:
     """A plain uint64 array takes the compiled kernel's fast path; a strided view, another
     byte order or dtype, or a list of ints of the same values must give the same answers."""
-    submit = getattr(kernel, fn)
+    submit = getattr(submit_pass, fn)
     fps, urls = batch(list(range(40)) + list(range(20)))          # both ends of the range, repeats
     doubled = np.repeat(fps, 2)
     forms = [fps, doubled[::2], fps.astype(">u8"), fps.view(np.int64), [int(f) for f in fps],
@@ -112,7 +112,7 @@ def test_fingerprints_in_any_array_form_read_the_same(fn: str) -> None:
 
 @pytest.mark.parametrize("fn", [pytest.param("submit", marks=compiled), "py_submit"])
 def test_records_it_cannot_write_are_left_to_the_journal(fn: str) -> None:
-    submit = getattr(kernel, fn)
+    submit = getattr(submit_pass, fn)
     fps, urls = batch([1, 2, 3])
     for bad in (["http://a.test/x\ny", urls[1], urls[2]],          # a newline: the LENGTHS record
                 ["http://a.test/\udc80", urls[1], urls[2]]):       # a lone surrogate
@@ -139,7 +139,7 @@ def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
     kept: list[str] = []
     n = 0
     for fps, urls in batches(seed=4, count=30):
-        m, size = kernel.submit(cache, fps, urls, buf, n, kept, journal.window, journal.active_bytes - journal.window_at)
+        m, size = submit_pass.submit(cache, fps, urls, buf, n, kept, journal.window, journal.active_bytes - journal.window_at)
         if size >= 0:
             journal.advance(size)
         elif m:
@@ -268,11 +268,11 @@ def test_the_due_runs_without_the_extension(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     script = (
         "import sys; from pathlib import Path\n"
-        "from crawler.due import kernel\n"
+        "from crawler.due import submit_pass\n"
         "from crawler.due.disk import DiskDUE\n"
         "from crawler.config.schema import DueConfig\n"
         "from tests.due_support import batch\n"
-        "assert not kernel.COMPILED\n"
+        "assert not submit_pass.COMPILED\n"
         "d = Path(sys.argv[1]); c = DueConfig(buffer_size=50)\n"
         "due = DiskDUE(d, c, durable=False); out = due.submit(*batch(list(range(30)) * 2)); due.close()\n"
         "due = DiskDUE(d, c, durable=False); out += due.submit(*batch(list(range(20, 45)))) + due.flush(); due.close()\n"

@@ -1,8 +1,13 @@
-"""Finds the compiled kernel, or says there is none.
+"""The compiled kernels of the crawler: finds the extension, or says there is none.
 
-`NATIVE` is the `crawler.cache._ckernel` module, or None when it was not
-built (the policies then run on their pure-Python kernels, which give the
-same results, only slower). Setting the environment variable
+The C sources here build one extension, `crawler._native._compiled` (native.h
+lists its sources, _compiled.pyi its API): the URL cache policies' kernels,
+Belady's MIN, the DUE's submit, front and merge passes, and the host
+splitter's owner pass. Each has a pure-Python twin in the module that uses it.
+
+`NATIVE` is the `crawler._native._compiled` module, or None when it was not
+built (the caches, the DUE and the splitter then run on their pure-Python
+twins, which give the same results, only slower). Setting the environment variable
 CRAWLER_CACHE_PURE_PYTHON=1 before the first import forces the pure-Python
 kernels, which is how tests run the fallback path end to end.
 """
@@ -23,10 +28,10 @@ def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, f"{PURE_PYTHON_ENV} is set"
     try:
-        from crawler.cache import _ckernel
+        from crawler._native import _compiled
     except ImportError as exc:
-        return None, f"the compiled extension crawler.cache._ckernel was not built ({exc})"
-    return _ckernel, ""
+        return None, f"the compiled extension crawler._native._compiled was not built ({exc})"
+    return _compiled, ""
 
 
 NATIVE, WHY_PYTHON = _load()

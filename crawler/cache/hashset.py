@@ -1,6 +1,6 @@
 """The hash-set kernel behind INFINITE (inserts every miss) and STATIC (frozen).
 
-Compiled layout (_ckernel.SetKernel): open addressing with linear probing,
+Compiled layout (SetKernel, crawler/_native/cache_set.c): open addressing with linear probing,
 a power-of-two table of uint64 at load <= 1/2 (16-32 bytes per entry), slot
 value 0 meaning empty and the real fingerprint 0 kept in a flag; it doubles
 when half full. `PySetKernel` is the pure-Python twin on a built-in set.
@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
+from crawler._native import NATIVE
 from crawler.cache._mix import PyKernel, as_fingerprint_array
-from crawler.cache._native import NATIVE
 
 
 class PySetKernel(PyKernel):

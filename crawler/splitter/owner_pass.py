@@ -4,7 +4,7 @@
 page's links (~45 on the test web). In Python the pass cost ~50 us a page,
 most of it interpreter overhead per link (a `str.find`, a slice, a dict
 lookup, two list appends), which made it the largest cost a cluster adds to
-a page. `split_owners` does the same work in one compiled call (`_ckernel.c`)
+a page. `split_owners` does the same work in one compiled call (crawler/_native/splitter_owners.c)
 and `py_split_owners` is its pure-Python twin; tests check they agree.
 
 The owner of a URL is memoised by its `scheme://authority` prefix, which
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crawler.cache._native import native_or
+from crawler._native import native_or
 
 Resolve = Callable[[str, str], int]
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from tests.due_support import batch
 
-from crawler.cache._native import NATIVE
+from crawler._native import NATIVE
 from crawler.config.schema import CacheConfig, DueConfig
-from crawler.due import mergekernel as mk
+from crawler.due import merge_pass as mk
 from crawler.due.disk import DiskDUE
 from crawler.due.diskset import CorruptSetError, DiskSet
 

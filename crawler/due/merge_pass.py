@@ -1,10 +1,10 @@
-"""The merge kernels: sort the buffer, find what is new, write bucket files, pick URLs.
+"""The DUE's merge passes: sort the buffer, find what is new, write bucket files, pick URLs.
 
 Why. A merge runs in a background thread while the node keeps calling
 `submit` (docs/due.md). Written as numpy calls per bucket, a merge took the
 GIL from the caller some twenty times per bucket, and `submit` ran twice as
 long in wall time while a merge was under way. The compiled kernels (in
-crawler/cache/_ckernel.c, next to the submit kernel) do each pass of a
+crawler/_native/due_merge.c and due_files.c) do each pass of a
 merge in one call with the GIL released, so the merge runs on the other core
 and holds the GIL only for a few short steps.
 
@@ -37,7 +37,7 @@ CorruptSetError. `write_buckets` does not fsync: `diskset` calls
 
 The `py_` functions are the numpy twins (no compiler, or
 CRAWLER_CACHE_PURE_PYTHON=1): same arrays, same file bytes
-(tests/unit/test_due_mergekernel.py).
+(tests/unit/test_due_merge_pass.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from crawler.cache._native import native_or
+from crawler._native import native_or
 
 FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
@@ -141,10 +141,11 @@ def py_find_new(keys: np.ndarray, bounds: np.ndarray, base_paths: list[bytes | N
             kb = keys[lo:hi]
             present = _isin_sorted(kb, _read_delta(delta_paths[b], int(delta_counts[b])))
             count = int(base_counts[b])
-            if base_paths[b] is not None and count > 0:
+            base = base_paths[b]
+            if base is not None and count > 0:
                 rest = np.flatnonzero(~present)
                 if len(rest):
-                    present[rest] = _in_base(base_paths[b], count, kb[rest], window_entries)
+                    present[rest] = _in_base(base, count, kb[rest], window_entries)
             new_mask[lo:hi] = ~present
             new_counts[b] = len(kb) - int(np.count_nonzero(present))
     except _WrongSize as exc:

@@ -1,11 +1,11 @@
-"""The submit kernel: front-cache probe, buffer append and journal record in one call.
+"""The DUE's submit pass: front-cache probe, buffer append and journal record in one call.
 
 Why. `DiskDUE.submit` runs once per parsed page (~60 links) and once per
 peer batch, so its cost is mostly per call: a cache call, selecting the
 misses, a journal record (join, encode, crc, copy) and appending to the
-buffer were ~25 us of Python and numpy calls per page. The compiled kernel
-(`due_submit` in crawler/cache/_ckernel.c, next to the cache policies whose
-loops it calls directly) does the same work in one C call. `DiskDUE` now
+buffer were ~25 us of Python and numpy calls per page. The compiled pass
+(`due_submit` in crawler/_native/due_submit.c, which runs the compiled cache
+policies' loops directly) does the same work in one C call. `DiskDUE` now
 reaches that work through its front (`front.py`), which runs the same C core
 (`due_accept`) on state it keeps itself; this function stays for the budget
 bench and the tests, and `py_submit` is what the pure-Python front runs.
@@ -25,7 +25,7 @@ bench and the tests, and `py_submit` is what the pure-Python front runs.
 
 `py_submit` is the pure-Python twin (used when the extension is not built,
 or with CRAWLER_CACHE_PURE_PYTHON=1): the same cache calls, the same buffer,
-the same bytes; tests/unit/test_due_kernel.py checks they agree.
+the same bytes; tests/unit/test_due_submit_pass.py checks they agree.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from crawler.cache._native import native_or
+from crawler._native import native_or
 from crawler.due.journal import RECORD_HEADER, TAG_LINES, URL_ENCODING
 
 _PACK_INTO = RECORD_HEADER.pack_into
