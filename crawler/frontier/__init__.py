@@ -34,9 +34,10 @@ Workers block in `get()` on futures served in arrival order; one timer wakes
 the dispatcher when the earliest waiting host becomes ready.
 """
 
-from crawler.frontier.frontier import Frontier, FrontierStats
+from crawler.frontier.frontier import Frontier
 from crawler.frontier.policy import HOST_POLICIES, URL_POLICIES, GlobalEstimates, HostPolicy, HostStats, HostView
 from crawler.frontier.quality import InlinkScorer, OracleScorer
+from crawler.frontier.stats import FrontierStats
 
 __all__ = ["Frontier", "FrontierStats", "HOST_POLICIES", "URL_POLICIES", "GlobalEstimates", "HostPolicy",
            "HostStats", "HostView", "InlinkScorer", "OracleScorer"]
