@@ -63,7 +63,7 @@ from crawler.cache import Cache, cache_from_config
 from crawler.due.base import DUE
 from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet
 from crawler.due.front import DueFront
-from crawler.due.journal import Journal
+from crawler.due.journal import SubmitJournal
 from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
 from crawler.due.mergekernel import pick, sort_unique
 from crawler.due.trim import release_free_memory
@@ -168,7 +168,7 @@ class DiskDUE(DUE):
         self._front.slow = self._submit_slow
         self._front.finish = self._finish
         self.submit = self._front.submit
-        self._journal = Journal(self.directory / "journal", durable, cursor=self._front)
+        self._journal = SubmitJournal(self.directory / "journal", durable, cursor=self._front)
         self._release_dir = self.directory / "release"
         self._release_dir.mkdir(exist_ok=True)
         self._set: DiskSet  # built by restore(), from the manifest's bucket count
