@@ -64,7 +64,7 @@ from crawler.due.base import DUE
 from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet
 from crawler.due.front import DueFront
 from crawler.due.journal import SubmitJournal
-from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
+from crawler.due.manifest import DueCounters, DueManifest, Release, read_manifest, write_manifest
 from crawler.due.mergekernel import pick, sort_unique
 from crawler.due.trim import release_free_memory
 from crawler.fsutil import fsync_dir
@@ -185,7 +185,7 @@ class DiskDUE(DUE):
         # `unreleased`); the merge thread adds, the caller's thread removes.
         self._releases: dict[int, Release] = {}
         self._lock = threading.Lock()
-        self._counters = Counters()
+        self._counters = DueCounters()
         self._cache_base = (0, 0)                 # cache counters at the last restore
         self._last_merge_s = 0.0
         self._wait_s = 0.0                        # time callers waited for background merges
@@ -472,7 +472,7 @@ class DiskDUE(DUE):
         self._set = DiskSet(self.directory / "set", buckets, self._delta_ratio, self._window_entries,
                             self._durable)
         if manifest is None:
-            manifest = Manifest(buckets=buckets, table=BucketTable.empty(buckets))
+            manifest = DueManifest(buckets=buckets, table=BucketTable.empty(buckets))
         self._set.load(manifest.table)
         self._set.sweep()
         self._counters = manifest.counters
@@ -845,7 +845,7 @@ class DiskDUE(DUE):
                 fault("merge:positions-written")
                 with self._lock:
                     self._releases[job.merge] = release
-                counters = Counters(**asdict(self._counters))
+                counters = DueCounters(**asdict(self._counters))
                 counters.merges += 1
                 counters.new += job.new
                 counters.buffer_repeats += job.repeats
@@ -905,16 +905,16 @@ class DiskDUE(DUE):
 
     def _write_manifest(self, *, table: BucketTable | None = None,
                         merge: int | None = None, merged_through: int | None = None,
-                        counters: Counters | None = None) -> None:
+                        counters: DueCounters | None = None) -> None:
         """Commit the state; the merge thread passes its new table, others write the current one."""
-        c = counters if counters is not None else Counters(**asdict(self._counters))
+        c = counters if counters is not None else DueCounters(**asdict(self._counters))
         c.checks = self._front.checks
         c.cache_hits = self._cache_base[0] + self._cache.hits
         c.cache_misses = self._cache_base[1] + self._cache.misses
         with self._lock:
             unreleased = sorted(self._releases.values(), key=lambda r: r.merge)
             unreleased = [Release(r.merge, list(r.segments), r.count_duplicates) for r in unreleased]
-        manifest = Manifest(
+        manifest = DueManifest(
             buckets=self._set.buckets,
             table=table if table is not None else self._set.table,
             merge=merge if merge is not None else self._last_merge,
