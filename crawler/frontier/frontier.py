@@ -82,7 +82,7 @@ class Frontier(FrontierCheckpoints):
         self._waiters: deque[asyncio.Future] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
-        self._closed = False
+        self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Durability.
         self.directory = Path(directory) if directory is not None else None
@@ -277,14 +277,14 @@ class Frontier(FrontierCheckpoints):
 
     # --- taking and giving back -------------------------------------------------------------------
     async def get(self) -> tuple[str, str] | None:
-        """Wait for a URL whose host may be contacted now: (host, url), or None once closed."""
-        if self._closed:
+        """Wait for a URL whose host may be contacted now: (host, url), or None once stopped (`stop_handing_out`)."""
+        if self._stopped:
             return None
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         if not self._waiters:
             item = self._pick()
-            if item is not None and self._closed:    # see _dispatch: the pick's journal write failed
+            if item is not None and self._stopped:   # see _dispatch: the pick's journal write failed
                 self.requeue(*item)
                 return None
             if item is not None:
@@ -384,7 +384,7 @@ class Frontier(FrontierCheckpoints):
             item = self._pick()
             if item is None:
                 break
-            if self._closed:                         # _pick journals the fetch start; a failed write
+            if self._stopped:                        # _pick journals the fetch start; a failed write
                 self.requeue(*item)                  # stops the node, which stops us (and wakes the waiters)
                 return
             waiters.popleft().set_result(item)       # nothing else runs between the check and this
@@ -412,7 +412,7 @@ class Frontier(FrontierCheckpoints):
     def stop_handing_out(self) -> None:
         """Wake every waiting worker with None; later get() calls return None. (Files stay open
         for the final checkpoint: `shutdown` closes them.)"""
-        self._closed = True
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
