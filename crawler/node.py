@@ -719,7 +719,7 @@ class Node:
         if not self._stopping:
             self._stopping = True
             self._stop_reason = reason
-            self.frontier.close()
+            self.frontier.stop_handing_out()
             if self._workers:
                 self._drain_timer = asyncio.get_running_loop().call_later(
                     self.config.crawl.drain_timeout_s, self._cut_drain)
@@ -970,7 +970,7 @@ class Node:
             result = call()
             if asyncio.iscoroutine(result):
                 await result
-        self.frontier.close()
+        self.frontier.stop_handing_out()
         self.due.close()
         self.frontier.shutdown()
         if not self.resuming:

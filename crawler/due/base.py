@@ -54,5 +54,5 @@ class DUE(ABC):
     def stats(self) -> dict:
         """Counters for metrics and the summary."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional on purpose: a DUE holding no files has nothing to release
         """Release files and memory."""

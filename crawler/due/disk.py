@@ -43,104 +43,77 @@ are deleted, makes recovery hand out that merge's new URLs again: possibly
 twice, at most one buffer of them, counted in `duplicates_emitted`. Accepted
 URLs are never lost: a killed process's writes are in the page cache; power
 loss is bounded by `journal_fsync_s`.
+
+Where the parts are: this module is the DUE's interface, its recovery and its
+buffer; the merges (taking the buffer, the merge itself, collecting, handing
+out and releasing, committing) are `merging.py`, which DiskDUE inherits; the
+journal `journal.py`; the release markers `release.py`; what prompt lookups
+handed out early `peek.py`; the manifest `manifest.py`.
 """
 
 from __future__ import annotations
 
 import errno
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar, cast
 
 import numpy as np
 
 from crawler.cache import Cache, cache_from_config
-from crawler.due.base import DUE
-from crawler.due.diskset import DEFAULT_WINDOW_ENTRIES, FP_BYTES, FP_DTYPE, BucketTable, DiskSet
+from crawler.config.schema import DueConfig
+from crawler.due.diskset import BucketTable, DiskSet
 from crawler.due.front import DueFront
-from crawler.due.journal import Journal
-from crawler.due.manifest import Counters, Manifest, Release, read_manifest, write_manifest
-from crawler.due.merge_pass import pick, sort_unique
-from crawler.due.trim import release_free_memory
+from crawler.due.journal import SubmitJournal
+from crawler.due.manifest import DueCounters, DueManifest, Release, read_manifest
+from crawler.due.merging import BUFFER_HEADROOM, DueMerges, FaultHook, Front
+from crawler.due.peek import PeekLog
+from crawler.due.release import ReleaseMarkers
 from crawler.fsutil import fsync_dir
 
-# Defaults for configs without the keys; the documented defaults are DueConfig's (crawler/config/schema.py).
-DEFAULT_BUCKETS = 64
-DEFAULT_DELTA_RATIO = 0.125
-DEFAULT_JOURNAL_FSYNC_S = 1.0
-POSITION_DTYPE = np.dtype("<i8")
-BUFFER_HEADROOM = 1024          # extra fingerprints allocated past the merge trigger
-PEEK_LOG = "peeked.u64"         # fingerprints prompt lookups handed out before their merge (uint64, appended)
-PEEK_LAST = "peeked-last.u64"   # the last peek's fingerprints, until the next call logs them (uint64)
-PEEK_LOG_SLACK_BYTES = 65536    # the log is rewritten once it holds this much more than the early set
-_NO_FPS = np.empty(0, dtype=np.uint64)
 _monotonic = time.monotonic
 
-FaultHook = Callable[[str], None]
 
-
-class _FromConfig:
-    """Default of DiskDUE's tunables: the value of the same key in the `due` config section."""
+class _Unset:
+    """An argument not given: DiskDUE takes the value of the same key in its `due` config."""
 
     def __repr__(self) -> str:
         return "FROM_CONFIG"
 
 
-FROM_CONFIG = _FromConfig()
+FROM_CONFIG = _Unset()
+T = TypeVar("T")
 
 
-def _tunable(value, config, key: str, default):
-    """The value given, else config.<key> (else the default, for configs without the key)."""
-    return getattr(config, key, default) if isinstance(value, _FromConfig) else value
+def _given(value: T | _Unset, configured: T) -> T:
+    return configured if isinstance(value, _Unset) else value
 
 
-@dataclass
-class _MergeJob:
-    """One merge: inputs taken from the buffer, outputs for the caller."""
-    merge: int
-    fps: np.ndarray                # dropped by the merge once it has committed
-    urls_in: list[str]
-    segments: list[int]
-    count: int = 0                 # len(fps), for `pending` while the merge runs
-    urls: list[str] = field(default_factory=list)
-    new_fps: np.ndarray | None = None   # fingerprints of `urls`, same order (to skip those peeked early)
-    positions: np.ndarray | None = None # buffer positions of `urls` (its release marker's content)
-    skip: np.ndarray | None = None      # fingerprints peek handed out before the merge began: not handed out again
-    new: int = 0
-    repeats: int = 0
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    error: BaseException | None = None
-    committed: bool = False
-    done: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-
-
-class DiskDUE(DUE):
+class DiskDUE(DueMerges):
     """Mercator's DUE with DRUM buckets; restartable on its directory."""
 
-    def __init__(self, directory: str | Path, config, *,
-                 buckets: int | _FromConfig = FROM_CONFIG,
-                 delta_ratio: float | _FromConfig = FROM_CONFIG,
-                 background: bool | _FromConfig = FROM_CONFIG,
-                 journal_fsync_s: float | None | _FromConfig = FROM_CONFIG,
-                 window_entries: int | _FromConfig = FROM_CONFIG,
+    def __init__(self, directory: str | Path, config: DueConfig, *,
+                 buckets: int | _Unset = FROM_CONFIG,
+                 delta_ratio: float | _Unset = FROM_CONFIG,
+                 background: bool | _Unset = FROM_CONFIG,
+                 journal_fsync_s: float | None | _Unset = FROM_CONFIG,
+                 window_entries: int | _Unset = FROM_CONFIG,
                  durable: bool = True,
                  cache: Cache | None = None,
                  fault_hook: FaultHook | None = None) -> None:
-        """`config` is the `due` section (DueConfig); the tunables default to its
-        keys (due.buckets, due.delta_ratio, due.background, due.journal_fsync_s,
-        due.window_entries) and may be given here instead (tests, the bench)."""
-        buckets = _tunable(buckets, config, "buckets", DEFAULT_BUCKETS)
-        delta_ratio = _tunable(delta_ratio, config, "delta_ratio", DEFAULT_DELTA_RATIO)
-        background = _tunable(background, config, "background", True)
-        journal_fsync_s = _tunable(journal_fsync_s, config, "journal_fsync_s", DEFAULT_JOURNAL_FSYNC_S)
-        window_entries = _tunable(window_entries, config, "window_entries", DEFAULT_WINDOW_ENTRIES)
+        """`config` is the `due` section (DueConfig), the one source of its settings; the tunables
+        (due.buckets, due.delta_ratio, due.background, due.journal_fsync_s, due.window_entries)
+        may be given here instead (tests, the bench)."""
+        config = replace(config, buckets=_given(buckets, config.buckets),
+                         delta_ratio=_given(delta_ratio, config.delta_ratio),
+                         background=_given(background, config.background),
+                         journal_fsync_s=_given(journal_fsync_s, config.journal_fsync_s),
+                         window_entries=_given(window_entries, config.window_entries))
         # Where and how big.
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -148,29 +121,27 @@ class DiskDUE(DUE):
         self.buffer_size = int(config.buffer_size)
         if self.buffer_size < 1:
             raise ValueError(f"due.buffer_size must be at least 1, got {self.buffer_size}")
-        self.background = background
+        self.background = config.background
         # A background merge takes half the buffer while the other half fills.
-        self._trigger = max(1, self.buffer_size // 2) if background else self.buffer_size
-        self._journal_fsync_s = journal_fsync_s
-        self._delta_ratio = delta_ratio
-        self._window_entries = window_entries
-        self._requested_buckets = buckets
+        self._trigger = max(1, self.buffer_size // 2) if self.background else self.buffer_size
+        self._journal_fsync_s = config.journal_fsync_s
         self._durable = durable
         self._fault = fault_hook
         # Parts. The front (front.py) holds the state submit's hot path touches: the
         # cache, the buffer (fingerprints of accepted, undecided URLs, and their URLs),
         # the journal's window and append position, and when Python must look.
-        self._front = DueFront(cache if cache is not None else cache_from_config(config.cache),
-                               np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64))
+        # (A cast: the compiled front is untyped, and the Python twin leaves its callbacks unannotated.)
+        self._front = cast(Front, DueFront(cache if cache is not None else cache_from_config(config.cache),
+                                           np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)))
         self._front.hooked = fault_hook is not None
-        # submit is the front's own: one call from Python per page. The front calls
-        # back into these when it must (a cycle through the front, broken at close).
+        # submit is the front's own: one call from Python per page (an instance attribute that
+        # shadows the method). The front calls back into these when it must (a cycle through
+        # the front, broken at close).
         self._front.slow = self._submit_slow
         self._front.finish = self._finish
-        self.submit = self._front.submit
-        self._journal = Journal(self.directory / "journal", durable, cursor=self._front)
-        self._release_dir = self.directory / "release"
-        self._release_dir.mkdir(exist_ok=True)
+        self.__dict__["submit"] = self._front.submit
+        self._journal = SubmitJournal(self.directory / "journal", durable, cursor=self._front)
+        self._markers = ReleaseMarkers(self.directory / "release", durable)
         self._set: DiskSet  # built by restore(), from the manifest's bucket count
         self._segments: list[int] = []            # the buffer's journal segments
         # Merges. Setting _job also sets the front's look_at (the buffer fill at which
@@ -185,19 +156,12 @@ class DiskDUE(DUE):
         # `unreleased`); the merge thread adds, the caller's thread removes.
         self._releases: dict[int, Release] = {}
         self._lock = threading.Lock()
-        self._counters = Counters()
+        self._counters = DueCounters()
         self._cache_base = (0, 0)                 # cache counters at the last restore
         self._last_merge_s = 0.0
         self._wait_s = 0.0                        # time callers waited for background merges
         self._merge_cpu_s = 0.0                   # CPU time of merges (this session)
-        self._early: set[int] = set()             # fingerprints peek handed out, until their merge collects
-        self._peeked = 0                          # URLs handed out by peek (this session)
-        # Peeked fingerprints are logged (PEEK_LOG) at the next call after the one that handed them out:
-        # by then the caller has queued them, so a crash repeats them at worst, never loses them.
-        # Until then they are in PEEK_LAST: a restart hands them out again and counts them as duplicates.
-        self._peek_pending: list[int] = []
-        self._peek_log = self.directory / PEEK_LOG
-        self._peek_last = self.directory / PEEK_LAST
+        self._peeks = PeekLog(self.directory)     # what peek handed out before its merge (peek.py)
         # Called at the end of every merge, from the thread that ran it (the merge thread for a
         # background merge): an event loop hooks `call_soon_threadsafe` here to collect the new
         # URLs at once instead of at its next look (the node's prompt merges, docs/due.md).
@@ -271,7 +235,7 @@ class DiskDUE(DUE):
             self._raise_held()
         if self._delivered:
             self._release_delivered()
-        if self._peek_pending:
+        if self._peeks.pending:
             self._log_peeked()
         if self._job is not None:
             self._collect()
@@ -321,32 +285,11 @@ class DiskDUE(DUE):
         """Wall time of the last merge collected."""
         return self._last_merge_s
 
-    @property
-    def _job(self) -> _MergeJob | None:
-        """The merge in progress. Setting it sets what the front checks instead: its
-        `look_at`, the buffer fill at which to start a merge (none running) or to wait
-        for the running one (the buffer is full), and `merge_done`, which the merge
-        sets when it ends."""
-        return self._current_job
-
-    @_job.setter
-    def _job(self, job: _MergeJob | None) -> None:
-        self._current_job = job
-        front = self._front
-        front.look_at = self._trigger if job is None else max(0, self.buffer_size - job.count)
-        front.merge_done = job is not None and job.done.is_set()
-
-    # The buffer and the cache live in the front (front.py); these name them.
-    _n = property(lambda self: self._front.n, lambda self, n: setattr(self._front, "n", n))
-    _buf = property(lambda self: self._front.buf, lambda self, buf: setattr(self._front, "buf", buf))
-    _urls = property(lambda self: self._front.urls, lambda self, urls: setattr(self._front, "urls", urls))
-    _cache = property(lambda self: self._front.cache, lambda self, cache: setattr(self._front, "cache", cache))
-
     def _collect_if_done(self) -> None:
         """Release what the caller has, and take a finished merge's results (never waits)."""
         if self._delivered:
             self._release_delivered()
-        if self._peek_pending:
+        if self._peeks.pending:
             self._log_peeked()
         job = self._job
         if job is not None and job.done.is_set():
@@ -365,7 +308,7 @@ class DiskDUE(DUE):
             self._raise_held()
         if self._delivered:
             self._release_delivered()
-        if self._peek_pending:
+        if self._peeks.pending:
             self._log_peeked()
         self._journal.settle()
         self._journal.fsync_segments(self._segments)
@@ -396,7 +339,7 @@ class DiskDUE(DUE):
             "last_merge_seconds": self._last_merge_s,
             "merge_wait_seconds": self._wait_s,
             "merge_cpu_seconds": self._merge_cpu_s,
-            "peeked": self._peeked,
+            "peeked": self._peeks.handed_out,
             "new": c.new,
             "duplicates_emitted": c.duplicates_emitted,
             "buffer_repeats": c.buffer_repeats,
@@ -415,11 +358,11 @@ class DiskDUE(DUE):
         try:
             if self._held is not None:
                 return                               # left as a crash leaves it (hold)
-            if self._peek_pending:
+            if self._peeks.pending:
                 self._log_peeked()
             if self._job is not None:
                 self._collect()
-            if self._early and self._n:
+            if self._peeks.early and self._n:
                 # Peeked URLs wait in the buffer: a restart would hand them out again, so they are merged
                 # now; the rest of its new URLs come out at the next start, like any found but not returned.
                 self._run_now()
@@ -468,11 +411,11 @@ class DiskDUE(DUE):
     def restore(self) -> None:
         """Rebuild state from the directory: set, unreleased merges, journaled buffer."""
         manifest = read_manifest(self.directory)
-        buckets = manifest.buckets if manifest is not None else self._requested_buckets
-        self._set = DiskSet(self.directory / "set", buckets, self._delta_ratio, self._window_entries,
+        buckets = manifest.buckets if manifest is not None else self.config.buckets
+        self._set = DiskSet(self.directory / "set", buckets, self.config.delta_ratio, self.config.window_entries,
                             self._durable)
         if manifest is None:
-            manifest = Manifest(buckets=buckets, table=BucketTable.empty(buckets))
+            manifest = DueManifest(buckets=buckets, table=BucketTable.empty(buckets))
         self._set.load(manifest.table)
         self._set.sweep()
         self._counters = manifest.counters
@@ -482,13 +425,12 @@ class DiskDUE(DUE):
         self._last_merge = manifest.merge
         self._merged_through = manifest.merged_through
         existing = set(self._journal.existing())
-        peeked = _read_fps(self._peek_log)
+        peeked = self._peeks.logged()
         # Merges committed whose URLs may not have reached the caller: hand them out again.
         kept: list[Release] = []
         for release in manifest.unreleased:
-            marker = self._release_path(release.merge)
-            if marker.exists() and all(s in existing for s in release.segments):
-                positions = np.fromfile(marker, dtype=POSITION_DTYPE)
+            if self._markers.path(release.merge).exists() and all(s in existing for s in release.segments):
+                positions = self._markers.read(release.merge)
                 if len(peeked) and len(positions):
                     positions = self._not_peeked(release.segments, positions, peeked)
                 urls = self._journal.read_urls(release.segments, positions)
@@ -501,10 +443,7 @@ class DiskDUE(DUE):
             else:
                 self._release(release)
         kept_segments = {s for r in kept for s in r.segments}
-        kept_markers = {self._release_path(r.merge).name for r in kept}
-        for path in self._release_dir.iterdir():
-            if path.name not in kept_markers:
-                path.unlink()
+        self._markers.keep_only([r.merge for r in kept])
         # Merged segments nobody needs, and the buffer journaled since the last merge.
         restored = []
         for seq in sorted(existing):
@@ -521,7 +460,7 @@ class DiskDUE(DUE):
             else:
                 self._journal.remove([seq])
         self._segments = restored
-        self._restore_early(peeked)
+        self._counters.duplicates_emitted += self._peeks.restore(peeked, self._buf[:self._n], self._set)
         self._undelivered = kept
         self._front.attention = bool(self._ready or self._undelivered)
         last_seq = max([self._merged_through, *existing]) if existing else self._merged_through
@@ -531,7 +470,7 @@ class DiskDUE(DUE):
         if self._durable:
             fsync_dir(self._journal.directory)
         self._write_manifest()
-        self._peek_last.unlink(missing_ok=True)      # counted in the manifest just written
+        self._peeks.forget_last()                    # counted in the manifest just written
 
     # --- internals: buffer -------------------------------------------------------
 
@@ -561,112 +500,6 @@ class DiskDUE(DUE):
             self._cache = cache_from_config(self.config.cache)
             raise
 
-    def _grow(self, need: int) -> None:
-        grown = np.empty(max(2 * len(self._buf), need), dtype=np.uint64)
-        grown[:self._n] = self._buf[:self._n]
-        self._buf = grown
-
-    def _append_buffer(self, fps: np.ndarray, urls: list[str]) -> None:
-        n, m = self._n, len(fps)
-        if n + m > len(self._buf):
-            self._grow(n + m)
-        self._buf[n:n + m] = fps
-        self._n = n + m
-        self._urls.extend(urls)
-
-    # --- internals: merges -------------------------------------------------------
-
-    def _take_buffer(self) -> _MergeJob:
-        """Freeze the buffer and its journal segments into a merge job; start a new segment."""
-        self._last_merge += 1
-        job = _MergeJob(self._last_merge, self._buf[:self._n], self._urls, self._segments, self._n)
-        if self._early:
-            job.skip = np.fromiter(self._early, dtype=np.uint64, count=len(self._early))
-        self._buf = np.empty(self._trigger + BUFFER_HEADROOM, dtype=np.uint64)
-        self._n = 0
-        self._urls = []
-        self._journal.open_segment(self._journal.active + 1)
-        self._segments = [self._journal.active]
-        return job
-
-    def _schedule(self) -> None:
-        """Collect a finished merge; start one when the buffer is full enough."""
-        job = self._job
-        if job is not None and (job.done.is_set() or self._n + job.count >= self.buffer_size):
-            self._collect()                       # finished, or the buffer is full: wait for it
-        if self._n >= self._trigger and self._job is None:
-            if self.background:
-                self._start_merge()
-            else:
-                self._run_now()
-
-    def _start_merge(self) -> None:
-        job = self._take_buffer()
-        job.thread = threading.Thread(target=self._merge, args=(job,), name=f"due-merge-{job.merge}", daemon=True)
-        self._job = job
-        job.thread.start()
-
-    def _run_now(self) -> None:
-        """Merge the buffer in the calling thread."""
-        self._job = self._take_buffer()
-        self._merge(self._job)
-        self._collect()
-
-    def _collect(self) -> None:
-        """Wait for the merge job and take its results (or give its input back if it failed)."""
-        job = self._job
-        assert job is not None
-        if not job.done.is_set():
-            started = time.perf_counter()
-            job.done.wait()
-            self._wait_s += time.perf_counter() - started
-        if job.thread is not None:
-            job.thread.join()
-        self._job = None
-        if job.error is not None:
-            if job.committed:
-                # On disk, but its URLs were not picked: the next DiskDUE on
-                # this directory hands them out (its segments are kept).
-                with self._lock:
-                    self._releases[job.merge].count_duplicates = False
-                raise job.error
-            self._last_merge = job.merge - 1        # give the input back to the buffer
-            rest, rest_urls = self._buf[:self._n].copy(), self._urls
-            self._n, self._urls = 0, []
-            self._append_buffer(job.fps, job.urls_in)
-            self._append_buffer(rest, rest_urls)
-            self._segments = job.segments + self._segments
-            raise job.error
-        if self._early:
-            self._skip_peeked(job)
-        job.new_fps = job.skip = job.positions = None
-        if self._ready:
-            self._ready.extend(job.urls)
-        else:                        # the usual case: take the list (extend would touch every str)
-            self._ready = job.urls
-        job.urls = []
-        with self._lock:
-            self._undelivered.append(self._releases[job.merge])
-        self._front.attention = True
-        self._counters.merge_seconds += job.seconds
-        self._merge_cpu_s += job.cpu_seconds
-        self._last_merge_s = job.seconds
-
-    def _skip_peeked(self, job: _MergeJob) -> None:
-        """Peeked URLs a merge found new are on disk now: they need no remembering. Those peek handed
-        out while the merge ran (it skipped only the ones peeked before it began) are not handed out
-        again."""
-        if job.skip is not None:
-            self._early.difference_update(job.skip.tolist())
-        if self._early and job.new_fps is not None and len(job.new_fps):
-            early = np.fromiter(self._early, dtype=np.uint64, count=len(self._early))
-            twice = np.isin(job.new_fps, early)
-            if twice.any():
-                job.urls = [u for u, dup in zip(job.urls, twice.tolist()) if not dup]
-                # Its release marker must not name them either, or a restart before its release hands them out.
-                self._write_positions(job.merge, job.positions[~twice], atomic=True)
-                self._early.difference_update(job.new_fps[twice].tolist())
-        self._trim_peek_log()
 
     def peek(self, start: int) -> list[str]:
         """Decide now, without a merge, which URLs of the buffer from position `start` are new, and hand
@@ -682,7 +515,7 @@ class DiskDUE(DUE):
         """
         if self._held is not None:
             self._raise_held()
-        if self._peek_pending:
+        if self._peeks.pending:
             self._log_peeked()                       # the last peek's URLs are queued by now
         n = self._n
         if not 0 <= start < n:
@@ -691,7 +524,7 @@ class DiskDUE(DUE):
             self._release_delivered()
         # A page's worth of fingerprints: plain Python for the repeats and the early set, one kernel
         # call for the disk (numpy's set operations cost more than they save at this size).
-        early = self._early
+        early = self._peeks.early
         candidates: dict[int, int] = {}               # fingerprint -> first position in the buffer
         for i, fp in enumerate(self._buf[start:n].tolist()):
             if fp not in candidates and fp not in early:
@@ -702,16 +535,14 @@ class DiskDUE(DUE):
         on_disk = self._set.contains(keys).tolist()
         urls = self._urls
         out = []
-        pending = self._peek_pending
+        pending = self._peeks.pending
         for (fp, pos), seen in zip(candidates.items(), on_disk):
             if not seen:
                 early.add(fp)
                 pending.append(fp)
                 out.append(urls[pos])
-        self._peeked += len(out)
-        if pending:
-            # Before the caller has them: a crash from here to the next call hands them out again, counted.
-            self._peek_last.write_bytes(np.asarray(pending, dtype=FP_DTYPE).tobytes())
+        self._peeks.handed_out += len(out)
+        self._peeks.write_last()
         return out
 
     def _not_peeked(self, segments: list[int], positions: np.ndarray, peeked: np.ndarray) -> np.ndarray:
@@ -720,223 +551,13 @@ class DiskDUE(DUE):
         fps = np.concatenate([self._journal.scan(seq).fps for seq in segments])
         return positions[~np.isin(fps[positions], peeked)]
 
-    def _restore_early(self, logged: np.ndarray) -> None:
-        """Peeked fingerprints the restored buffer still holds and the disk does not: those logged in PEEK_LOG
-        (the caller had them) are early again, so their merge skips them; those of the last peek only
-        (PEEK_LAST: the caller may or may not have queued them) come out again, counted as duplicates."""
-        last = _read_fps(self._peek_last)
-        if self._n and (len(logged) or len(last)):
-            buffered = self._buf[:self._n]
-            logged = logged[np.isin(logged, buffered)]
-            logged = logged[~self._set.contains(logged)] if len(logged) else logged
-            self._early = set(logged.tolist())
-            last = np.unique(last[np.isin(last, buffered) & ~np.isin(last, logged)])
-            if len(last):
-                self._counters.duplicates_emitted += int((~self._set.contains(last)).sum())
-        if not self._early:
-            self._peek_log.unlink(missing_ok=True)
 
     def _log_peeked(self) -> None:
-        """Append the fingerprints the last peeks handed out to PEEK_LOG, so a restart does not hand them
-        out again: the restored buffer holds them, and the restored early set makes its merge skip them."""
-        if self._peek_pending and self._held is None:
-            with open(self._peek_log, "ab") as log_file:
-                log_file.write(np.asarray(self._peek_pending, dtype=FP_DTYPE).tobytes())
-            self._peek_pending = []
-            self._peek_last.unlink(missing_ok=True)   # after the append: a crash between reads them as logged
-
-    def _trim_peek_log(self) -> None:
-        """After a merge took peeked fingerprints: drop the log when nothing is early any more, rewrite it
-        (atomically) when it holds mostly fingerprints now on disk."""
-        if self._early:
-            try:
-                size = self._peek_log.stat().st_size
-            except FileNotFoundError:
-                return
-            if size <= PEEK_LOG_SLACK_BYTES + 2 * FP_BYTES * len(self._early):
-                return
-            logged = self._early.difference(self._peek_pending)
-            tmp = self._peek_log.with_suffix(".tmp")
-            np.fromiter(logged, dtype=np.uint64, count=len(logged)).astype(FP_DTYPE).tofile(tmp)
-            os.replace(tmp, self._peek_log)
-        else:                                        # every peeked fingerprint is on disk, its marker without it
-            self._peek_pending = []
-            self._peek_log.unlink(missing_ok=True)
-            self._peek_last.unlink(missing_ok=True)
-
-    def _deliver(self) -> list[str]:
-        """Hand out the new URLs found so far; their merges are released at the next call."""
-        if self._undelivered:
-            self._delivered.extend(self._undelivered)
-            self._undelivered = []
-        self._front.attention = bool(self._delivered)   # released at the next call
-        if not self._ready:
-            return []
-        out, self._ready = self._ready, []
-        return out
-
-    def _release_delivered(self) -> None:
-        """The caller has the URLs of these merges: their journal segments can go
-        (deleted by the journal's helper thread: off the hot path)."""
-        if self._held is not None:
-            return                                   # the caller may not have them after all (hold)
-        for release in self._delivered:
-            self._release(release, soon=True)
-        self._delivered = []
-        self._front.attention = bool(self._ready or self._undelivered)
-
-    def _release(self, release: Release, soon: bool = False) -> None:
-        with self._lock:
-            self._releases.pop(release.merge, None)
-        # The marker goes first: without it recovery treats the merge as released
-        # (and deletes its segments if they are still there).
-        try:
-            self._release_path(release.merge).unlink()
-        except FileNotFoundError:
-            pass
-        if self._fault is not None:
-            self._fault("release:marker-deleted")
-        if soon:
-            self._journal.remove_soon(release.segments)
-        else:
-            self._journal.remove(release.segments)
-
-    def _merge(self, job: _MergeJob) -> None:
-        """Merge one frozen buffer with the disk set; commit; pick the new URLs.
-
-        Runs in a background thread or in the caller's. The sort, the passes
-        over the buckets, the fsyncs and deletions are merge kernels that run
-        with the GIL released (`merge_pass`), so a background merge uses the
-        other core and takes the GIL from the caller only for a few short steps.
-        """
-        start = time.perf_counter()
-        cpu_start = time.thread_time()
-        try:
-            fault = self._fault or _no_fault
-            fault("merge:begin")
-            # The journal segments must be durable before the commit; their fsync
-            # (~20-30 ms on this VM's disk) runs while the sort and the set pass do.
-            synced = self._journal.fsync_segments_soon(job.segments)
-            fps = job.fps
-            # Sort and drop repeats, keeping each fingerprint's earliest buffer position.
-            keys, first_pos = sort_unique(fps)
-            job.repeats = len(fps) - len(keys)
-            fault("merge:sorted")
-            budget = None
-            if self._delta_ratio > 0:
-                share = self._set.buckets * self._delta_ratio * len(keys) / self.buffer_size
-                budget = max(1, math.ceil(share))
-            fault("merge:start")
-            plan = self._set.merge(keys, job.merge, budget)
-            release = Release(job.merge, job.segments)
-            try:
-                if synced is not None:
-                    synced.result()
-                fault("merge:written")
-                # The new URLs' buffer positions in arrival order: marks in a
-                # bitmap over the buffer, read back in order (cheaper than a sort).
-                arrived = np.zeros(len(fps), dtype=bool)
-                job.new = int(np.count_nonzero(plan.new_mask))
-                emit = plan.new_mask if job.skip is None else plan.new_mask & ~np.isin(keys, job.skip)
-                arrived[first_pos[emit]] = True
-                positions = np.flatnonzero(arrived).astype(POSITION_DTYPE, copy=False)
-                del arrived, emit
-                self._write_positions(job.merge, positions)
-                fault("merge:positions-written")
-                with self._lock:
-                    self._releases[job.merge] = release
-                counters = Counters(**asdict(self._counters))
-                counters.merges += 1
-                counters.new += job.new
-                counters.buffer_repeats += job.repeats
-                self._write_manifest(table=plan.table, merge=job.merge, merged_through=max(job.segments),
-                                     counters=counters)
-            except BaseException:
-                with self._lock:
-                    self._releases.pop(job.merge, None)
-                self._set.discard(plan)
-                self._release_path(job.merge).unlink(missing_ok=True)
-                raise
-            job.committed = True
-            c = self._counters
-            c.merges += 1
-            c.new += job.new
-            c.buffer_repeats += job.repeats
-            fault("merge:committed")
-            self._merged_through = max(job.segments)
-            self._set.adopt(plan)
-            fault("merge:adopted")
-            job.urls = pick(job.urls_in, positions)
-            job.new_fps = fps[positions]
-            job.positions = positions
-            job.urls_in = []                      # the buffer's strings may go now
-            job.fps = fps = _NO_FPS               # and its fingerprints
-            del keys, first_pos, plan
-            release_free_memory()                 # or glibc's arenas fragment and RSS creeps up
-            fault("merge:urls-picked")
-        except BaseException as exc:   # handed to the thread that collects the job
-            job.error = exc
-        finally:
-            job.seconds = time.perf_counter() - start
-            job.cpu_seconds = time.thread_time() - cpu_start
-            self._front.merge_done = True       # before done.set(): after it, it could outlive the collect
-            job.done.set()
-            if self.on_merge_done is not None:
-                self.on_merge_done()
-
-    # --- internals: files ----------------------------------------------------------
-
-    def _release_path(self, merge: int) -> Path:
-        return self._release_dir / f"m{merge:08d}.pos"
-
-    def _write_positions(self, merge: int, positions: np.ndarray, atomic: bool = False) -> None:
-        """A merge's release marker. `atomic` for a rewrite: a crash must leave the old marker or the new one."""
-        path = self._release_path(merge)
-        target = path.with_suffix(".tmp") if atomic else path
-        with open(target, "wb") as f:
-            positions.tofile(f)
-            if self._durable:
-                f.flush()
-                os.fsync(f.fileno())
-        if atomic:
-            os.replace(target, path)
-        if self._durable:
-            fsync_dir(self._release_dir)
-
-    def _write_manifest(self, *, table: BucketTable | None = None,
-                        merge: int | None = None, merged_through: int | None = None,
-                        counters: Counters | None = None) -> None:
-        """Commit the state; the merge thread passes its new table, others write the current one."""
-        c = counters if counters is not None else Counters(**asdict(self._counters))
-        c.checks = self._front.checks
-        c.cache_hits = self._cache_base[0] + self._cache.hits
-        c.cache_misses = self._cache_base[1] + self._cache.misses
-        with self._lock:
-            unreleased = sorted(self._releases.values(), key=lambda r: r.merge)
-            unreleased = [Release(r.merge, list(r.segments), r.count_duplicates) for r in unreleased]
-        manifest = Manifest(
-            buckets=self._set.buckets,
-            table=table if table is not None else self._set.table,
-            merge=merge if merge is not None else self._last_merge,
-            merged_through=merged_through if merged_through is not None else self._merged_through,
-            unreleased=unreleased,
-            counters=c,
-        )
-        write_manifest(self.directory, manifest, self._durable)
-
-
-def _read_fps(path: Path) -> np.ndarray:
-    """A file of fingerprints (a torn last one is dropped), empty if there is none."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return _NO_FPS
-    return np.frombuffer(data[:len(data) - len(data) % FP_BYTES], dtype=FP_DTYPE).astype(np.uint64)
+        """The last peeks' URLs are queued by now: log them (peek.py), unless held (nothing is written then)."""
+        if self._held is None:
+            self._peeks.log()
 
 
 def _closed_submit(directory: str, fps, urls) -> list[str]:
     raise RuntimeError(f"submit on a closed DiskDUE ({directory})")
 
-
-def _no_fault(point: str) -> None:
-    """Default fault hook: nothing happens."""

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from crawler.config.schema import DueConfig
 from crawler.due import merge_pass
 from crawler.fsutil import fsync_dir
 
@@ -50,7 +51,6 @@ FP_DTYPE = np.dtype("<u8")
 FP_BYTES = 8
 FP_BITS = 64
 MAX_BUCKETS = 1 << 16              # bucket numbers are four hex digits in file names
-DEFAULT_WINDOW_ENTRIES = 1 << 22   # 32 MiB of a bucket in memory at once
 FSYNC_THREADS = 16                 # parallel fsyncs share the file system's journal commits
 BASE, DELTA = "base", "delta"
 
@@ -110,7 +110,7 @@ class DiskSet:
     """A set of uint64 fingerprints in bucketed sorted files, grown by merges."""
 
     def __init__(self, directory: Path, buckets: int, delta_ratio: float,
-                 window_entries: int = DEFAULT_WINDOW_ENTRIES, durable: bool = True) -> None:
+                 window_entries: int = DueConfig.window_entries, durable: bool = True) -> None:
         if buckets < 1 or buckets > MAX_BUCKETS or buckets & (buckets - 1):
             raise ValueError(f"due buckets must be a power of two between 1 and {MAX_BUCKETS}, got {buckets}")
         if not 0 <= delta_ratio:

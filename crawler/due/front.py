@@ -8,7 +8,7 @@ whether a merge, an fsync or a delivery is due. A page has ~60 links, so that
 was ~20 ns per link, a sixth of the DUE's time. The front keeps that state
 (cache, buffer, its URL list, the journal's window and append position, the
 check counter, and the thresholds at which Python must look) and does the
-common case itself; `DiskDUE` and its `Journal` read and set the same state
+common case itself; `DiskDUE` and its `SubmitJournal` read and set the same state
 as the front's attributes, and take over whenever the front hands back.
 
     front.submit(fps, urls)

@@ -12,12 +12,11 @@ manifest, never a mix.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from crawler.due.diskset import BucketTable
-from crawler.fsutil import fsync_dir
+from crawler.fsutil import atomic_write
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_FORMAT = "crawler-due"
@@ -42,8 +41,8 @@ class Release:
 
 
 @dataclass
-class Counters:
-    """Lifetime counters (as of the last manifest write, plus this session)."""
+class DueCounters:
+    """The DUE's lifetime counters (as of the last manifest write, plus this session)."""
     checks: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
@@ -55,13 +54,14 @@ class Counters:
 
 
 @dataclass
-class Manifest:
+class DueManifest:
+    """The DUE's committed state, as MANIFEST.json holds it."""
     buckets: int
     table: BucketTable
     merge: int = 0                 # last merge committed
     merged_through: int = 0        # journal segments numbered <= this are merged
     unreleased: list[Release] = field(default_factory=list)
-    counters: Counters = field(default_factory=Counters)
+    counters: DueCounters = field(default_factory=DueCounters)
 
     def to_json(self) -> dict:
         return {
@@ -76,7 +76,7 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, data: dict, path: Path) -> Manifest:
+    def from_json(cls, data: dict, path: Path) -> DueManifest:
         if data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
             raise ManifestError(f"{path}: not a {MANIFEST_FORMAT} manifest of version {MANIFEST_VERSION}")
         try:
@@ -87,13 +87,13 @@ class Manifest:
                 merged_through=int(data["merged_through"]),
                 unreleased=[Release(int(r["merge"]), [int(s) for s in r["segments"]], bool(r["count_duplicates"]))
                             for r in data["unreleased"]],
-                counters=Counters(**data["counters"]),
+                counters=DueCounters(**data["counters"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"{path}: malformed manifest ({exc})") from exc
 
 
-def read_manifest(directory: Path) -> Manifest | None:
+def read_manifest(directory: Path) -> DueManifest | None:
     """The manifest in `directory`, or None if there is none yet."""
     path = Path(directory) / MANIFEST_NAME
     try:
@@ -104,23 +104,10 @@ def read_manifest(directory: Path) -> Manifest | None:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}: not valid JSON ({exc})") from exc
-    return Manifest.from_json(data, path)
+    return DueManifest.from_json(data, path)
 
 
-def write_manifest(directory: Path, manifest: Manifest, durable: bool = True) -> None:
+def write_manifest(directory: Path, manifest: DueManifest, durable: bool = True) -> None:
     """Replace the manifest atomically (and durably, unless told not to fsync)."""
-    directory = Path(directory)
-    tmp = directory / (MANIFEST_NAME + ".tmp")
-    data = json.dumps(manifest.to_json(), separators=(",", ":")).encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / MANIFEST_NAME)
-    if durable:
-        fsync_dir(directory)
+    data = json.dumps(manifest.to_json(), separators=(",", ":"))
+    atomic_write(Path(directory) / MANIFEST_NAME, data, durable=durable)

@@ -16,11 +16,11 @@ bench and the tests, and `py_submit` is what the pure-Python front runs.
    is inserted, as `check_and_add_many` does);
 2. writes the misses' fingerprints into `buf[n:n + misses]` (the caller made
    room) and appends their URL objects to the list `buf_urls`;
-3. writes their journal record (`journal.py`'s format, tag LINES) into the
+3. writes their journal record (`journal_format.py`'s format, tag LINES) into the
    mapped `window` at offset `pos`, and returns its size; or returns -1 as
    `record_bytes`, writing nothing, when the record does not fit in the window,
    a URL holds a newline or a URL cannot be encoded as UTF-8. The caller then
-   writes the record with `Journal.append`, which slides the window and
+   writes the record with `SubmitJournal.append`, which slides the window and
    handles those cases.
 
 `py_submit` is the pure-Python twin (used when the extension is not built,
@@ -35,7 +35,7 @@ import zlib
 import numpy as np
 
 from crawler._native import native_or
-from crawler.due.journal import RECORD_HEADER, TAG_LINES, URL_ENCODING
+from crawler.due.journal_format import RECORD_HEADER, TAG_LINES, URL_ENCODING
 
 _PACK_INTO = RECORD_HEADER.pack_into
 _HEADER_BYTES = RECORD_HEADER.size
@@ -64,7 +64,7 @@ def py_submit(cache, fps: np.ndarray, urls: list[str], buf: np.ndarray, n: int,
         return m, -1
     try:
         blob = "\n".join(urls).encode(URL_ENCODING)
-    except (UnicodeEncodeError, TypeError):     # Journal.append encodes these, or raises
+    except (UnicodeEncodeError, TypeError):     # SubmitJournal.append encodes these, or raises
         return m, -1
     if blob.count(_NEWLINE) != m - 1:
         return m, -1

@@ -23,20 +23,27 @@ Policies (policy.py): hosts by `bfs`, `performance` (R = P/T), `quality`,
 response time; URLs within a host by `fifo` or `quality`. Quality comes from
 quality.py: in-links seen so far, or an oracle file.
 
-Bounded memory (frontier.py): past `memory_urls` URLs in RAM, the hosts
+The modules: frontier.py (the Frontier: adding, scheduling, get/release),
+hostqueue.py (one host's queue and state), politeness.py (per-IP politeness),
+spill.py and segments.py (bounded memory), checkpoint.py and journal.py
+(durability), policy.py and quality.py (ranking), stats.py (counters).
+
+Bounded memory (spill.py): past `memory_urls` URLs in RAM, the hosts
 holding most are spilled to append-only segment files (segments.py). RAM is
 then the budget plus a small record per host with queued URLs.
 
-Durable (journal.py): every add, fetch start and fetch end is a journal line;
-checkpoints capture the whole frontier; a restarted node resumes from the
-newest checkpoint plus the journal, re-fetching only what was in flight.
+Durable (checkpoint.py, journal.py): every add, fetch start and fetch end is
+a journal line; checkpoints capture the whole frontier; a restarted node
+resumes from the newest checkpoint plus the journal, re-fetching only what
+was in flight.
 Workers block in `get()` on futures served in arrival order; one timer wakes
 the dispatcher when the earliest waiting host becomes ready.
 """
 
-from crawler.frontier.frontier import Frontier, FrontierStats
+from crawler.frontier.frontier import Frontier
 from crawler.frontier.policy import HOST_POLICIES, URL_POLICIES, GlobalEstimates, HostPolicy, HostStats, HostView
 from crawler.frontier.quality import InlinkScorer, OracleScorer
+from crawler.frontier.stats import FrontierStats
 
 __all__ = ["Frontier", "FrontierStats", "HOST_POLICIES", "URL_POLICIES", "GlobalEstimates", "HostPolicy",
            "HostStats", "HostView", "InlinkScorer", "OracleScorer"]

@@ -41,11 +41,11 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawler.fsutil import fsync_dir, short_write_error
+from crawler.fsutil import atomic_file, short_write_error
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class HostRecord:
     inflight: str | None = None
 
     def to_json(self) -> str:
-        row = {"h": self.name}
+        row: dict[str, object] = {"h": self.name}
         if self.next_ok_wall:
             row["n"] = round(self.next_ok_wall, 3)
         if self.ip:
@@ -117,20 +117,15 @@ class Checkpoint:
 
 
 def write_checkpoint(directory: Path, gen: int, seq: int, done: list[str], hosts: Iterator[HostRecord], *,
-                     unconfirmed: list[str] = ()) -> Path:
+                     unconfirmed: Sequence[str] = ()) -> Path:
     """Write checkpoint `gen` atomically (tmp, fsync, rename, fsync dir)."""
     final = checkpoint_path(directory, gen)
-    tmp = final.with_suffix(".tmp")
     header = {"version": FORMAT_VERSION, "gen": gen, "seq": seq, "wall": time.time(), "done": done,
               "unconfirmed": list(unconfirmed)}
-    with tmp.open("w", encoding="utf-8", errors="surrogatepass") as f:
+    with atomic_file(final, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(json.dumps(header, separators=(",", ":"), ensure_ascii=False) + "\n")
         for record in hosts:
             f.write(record.to_json() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    fsync_dir(directory)
     return final
 
 
@@ -155,11 +150,15 @@ def journals_from(directory: Path, gen: int) -> list[Path]:
 
 
 def journal_generation(path: Path) -> int:
-    return int(JOURNAL_NAME.fullmatch(path.name).group(1))
+    m = JOURNAL_NAME.fullmatch(path.name)
+    if m is None:
+        raise ValueError(f"{path}: not a frontier journal file name")
+    return int(m.group(1))
 
 
 def remove_before(directory: Path, gen: int) -> None:
-    """Delete checkpoints and journals older than generation `gen`, and stray temporaries."""
+    """Delete checkpoints and journals older than generation `gen`, and stray temporaries (a crash
+    mid-write leaves one)."""
     for pattern in (CHECKPOINT_NAME, JOURNAL_NAME):
         for g, path in numbered_files(directory, pattern).items():
             if g < gen:
@@ -193,8 +192,8 @@ def read_journal(path: Path) -> Iterator[list[str]]:
             log.warning("%s: unknown journal record %r; ignored", path, line[:80])
 
 
-class Journal:
-    """Appends records with one write(2) each; fsyncs on request."""
+class FrontierJournal:
+    """The frontier's write-ahead journal: appends records with one write(2) each; fsyncs on request."""
 
     def __init__(self, directory: Path, gen: int, on_error: Callable[[OSError], None] | None = None) -> None:
         """`on_error`: called (instead of raising) when a record cannot be written; later records

@@ -27,6 +27,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from crawler.frontier.journal import numbered_files
 from crawler.fsutil import close_durably, short_write_error
@@ -92,7 +93,7 @@ class ChunkFile:
     def __init__(self, directory: Path, number: int) -> None:
         self.path = segment_path(directory, number)
         self.number = number
-        self._file = None
+        self._file: BinaryIO | None = None
         self._size = 0
 
     def write(self, entries: list[Entry]) -> ChunkRef:

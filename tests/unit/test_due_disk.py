@@ -15,7 +15,7 @@ from tests.due_support import MASK64, batch, url_of
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
 from crawler.due.diskset import DiskSet
-from crawler.due.journal import SEGMENT_MAGIC, Journal
+from crawler.due.journal import SEGMENT_MAGIC, SubmitJournal
 from crawler.due.manifest import read_manifest
 
 REQUIRED_STATS = ("checks", "cache_hits", "cache_misses", "buffer", "disk_fingerprints", "disk_bytes",
@@ -274,7 +274,7 @@ def test_a_torn_journal_tail_is_cut_off(tmp_path: Path) -> None:
     submit(due, [1, 2])
     submit(due, [3])
     due.close()
-    journal = Journal(tmp_path / "journal")
+    journal = SubmitJournal(tmp_path / "journal")
     seq = journal.existing()[-1]
     path = journal.path(seq)
     whole = path.stat().st_size
@@ -288,7 +288,7 @@ def test_a_torn_journal_tail_is_cut_off(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_record_ends_the_valid_journal(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     journal.append(np.array([1, 2], dtype=np.uint64), ["http://a/", "http://b/"])
     good = journal.active_bytes
@@ -337,7 +337,7 @@ def test_a_mapped_journal_window_takes_writes_without_page_faults(tmp_path: Path
 
 
 def test_journal_reads_selected_positions(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     urls = [f"http://x.test/{i}" for i in range(100)]
     for start in range(0, 60, 7):
@@ -515,7 +515,7 @@ def test_a_window_the_mapper_thread_could_not_prepare_is_mapped_here(tmp_path: P
     import crawler.due.journal as journal_module
     monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 13)
     monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", 1 << 12)
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     real = journal_module._reserve
 
@@ -543,7 +543,7 @@ def test_journal_windows_slide_over_a_long_segment(tmp_path: Path, monkeypatch, 
     import crawler.due.journal as journal_module
     monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 16)
     monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", overlap)
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     rng = np.random.default_rng(5)
     fps_all, urls_all = [], []
@@ -588,7 +588,7 @@ def test_journal_append_after_a_failed_segment_open_raises_oserror(tmp_path, mon
 
     from crawler.due import journal as jm
 
-    j = jm.Journal(tmp_path / "journal", False)
+    j = jm.SubmitJournal(tmp_path / "journal", False)
     j.open_segment(1)
 
     def full(fd, offset, length):
@@ -612,7 +612,7 @@ def test_a_segment_after_a_small_one_starts_small_and_its_windows_grow(tmp_path:
     assert journal_module.first_window_bytes(2_000) == small
     assert journal_module.first_window_bytes(small) == 2 * small
     assert journal_module.first_window_bytes(50 * full) == full
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     assert len(journal.window) == small                 # nothing known yet
     fps, urls = batch(list(range(2, 30)))

@@ -18,7 +18,7 @@ from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due import front as front_module
 from crawler.due import submit_pass
 from crawler.due.disk import DiskDUE
-from crawler.due.journal import Journal
+from crawler.due.journal import SubmitJournal
 
 compiled = pytest.mark.skipif(not submit_pass.COMPILED, reason="the compiled extension is not built")
 WINDOW_BYTES = 1 << 16
@@ -132,7 +132,7 @@ def test_records_it_cannot_write_are_left_to_the_journal(fn: str) -> None:
 
 
 def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
+    journal = SubmitJournal(tmp_path)
     journal.open_segment(1)
     cache = make_cache("clock", 1 << 10)
     buf = np.zeros(10_000, dtype=np.uint64)

@@ -78,7 +78,7 @@ async def test_close_wakes_waiters():
     f = Frontier(FrontierConfig(), workers=2)
     waiters = [asyncio.ensure_future(f.get()) for _ in range(3)]
     await asyncio.sleep(0)
-    f.close()
+    f.stop_handing_out()
     assert await asyncio.gather(*waiters) == [None, None, None]
     assert await f.get() is None
 
@@ -104,7 +104,7 @@ async def test_many_workers_random_delays_never_overlap_per_host():
             log[host].append((start, end, delay))
             f.release(host, delay)
             if f.idle():
-                f.close()
+                f.stop_handing_out()
 
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(16))), 20)
     assert sum(len(v) for v in log.values()) == 200
@@ -213,7 +213,7 @@ async def test_a_journal_failure_while_handing_out_a_url_closes_cleanly(tmp_path
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
     config = FrontierConfig(resume_wait_s=0.0)
     f = Frontier(config, workers=1, directory=tmp_path)
-    f.on_storage_error = lambda exc: f.close()
+    f.on_storage_error = lambda exc: f.stop_handing_out()
     f.add_many([(f"http://a.test/{i}", "a.test", 0.0) for i in range(3)])
     host, url = await asyncio.wait_for(f.get(), 2)
     f.release(host, 0.05, confirmed=True)          # the host's next URL waits out its delay
@@ -237,7 +237,7 @@ async def test_a_journal_failure_in_a_direct_get_returns_none(tmp_path):
     """The same failure on get()'s own path (a host ready, no worker waiting): None, URL kept."""
     import os
     f = Frontier(FrontierConfig(resume_wait_s=0.0), workers=1, directory=tmp_path)
-    f.on_storage_error = lambda exc: f.close()
+    f.on_storage_error = lambda exc: f.stop_handing_out()
     f.add_many([("http://a.test/0", "a.test", 0.0)])
     journal = f._journal
     real_fd, journal._fd = journal._fd, os.open(os.devnull, os.O_RDONLY)
