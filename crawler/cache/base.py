@@ -30,10 +30,11 @@ _REGISTRY: Mapping[str, str] = MappingProxyType({
     "static": "crawler.cache.static:StaticCache",
     "min": "crawler.cache.min:MinCache",
     "infinite": "crawler.cache.infinite:InfiniteCache",
+    "sieve": "crawler.cache.sieve:SieveCache",
 })
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static")
+ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve")
 DEFAULT_POLICY = "clock"
 # Positions in the kernels' arrays are 32-bit; 2**31 entries is 16 GiB of keys.
 MAX_CAPACITY = (1 << 31) - 1
