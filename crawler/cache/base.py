@@ -31,10 +31,11 @@ _REGISTRY: Mapping[str, str] = MappingProxyType({
     "min": "crawler.cache.min:MinCache",
     "infinite": "crawler.cache.infinite:InfiniteCache",
     "sieve": "crawler.cache.sieve:SieveCache",
+    "s3fifo": "crawler.cache.s3fifo:S3FifoCache",
 })
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve")
+ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve", "s3fifo")
 DEFAULT_POLICY = "clock"
 # Positions in the kernels' arrays are 32-bit; 2**31 entries is 16 GiB of keys.
 MAX_CAPACITY = (1 << 31) - 1

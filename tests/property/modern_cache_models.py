@@ -35,3 +35,59 @@ def sieve_model(trace: list[int], capacity: int) -> list[bool]:
         queue.append(x)
         visited.append(False)
     return hits
+
+
+def s3fifo_model(trace: list[int], capacity: int) -> list[bool]:
+    """S3-FIFO (SOSP '23, Algorithm 1); small = ceil(C/10), main = C - small, ghost = main entries.
+
+    A key moves from small to main when freq > 1; a ghost hit drops the ghost entry."""
+    small_size = -(-capacity // 10)
+    main_size = ghost_size = capacity - small_size
+    small: list[int] = []
+    main: list[int] = []
+    ghost: list[int] = []
+    freq: dict[int, int] = {}
+
+    def evict_main() -> None:
+        while main:
+            t = main.pop(0)
+            if freq[t] > 0:
+                main.append(t)
+                freq[t] -= 1
+            else:
+                del freq[t]
+                return
+
+    def evict_small() -> None:
+        while small:
+            t = small.pop(0)
+            if freq[t] > 1:
+                main.append(t)
+                if len(main) >= main_size:
+                    evict_main()
+            else:
+                ghost.append(t)
+                if len(ghost) > ghost_size:
+                    ghost.pop(0)
+                del freq[t]
+                return
+
+    hits = []
+    for x in trace:
+        if x in small or x in main:
+            freq[x] = min(freq[x] + 1, 3)
+            hits.append(True)
+            continue
+        hits.append(False)
+        while len(small) + len(main) >= capacity:
+            if len(small) >= 0.1 * capacity:
+                evict_small()
+            else:
+                evict_main()
+        if x in ghost:
+            ghost.remove(x)
+            main.append(x)
+        else:
+            small.append(x)
+        freq[x] = 0
+    return hits

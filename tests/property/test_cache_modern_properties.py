@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.property.modern_cache_models import sieve_model
+from tests.property.modern_cache_models import s3fifo_model, sieve_model
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64
@@ -33,9 +33,10 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 
 MODELS: dict[str, Callable[[list[int], int], list[bool]]] = {
     "sieve": sieve_model,
+    "s3fifo": s3fifo_model,
 }
 POLICIES = sorted(MODELS)
-capacities = st.integers(1, 40)
+capacities = st.integers(1, 24)
 
 
 # --- inputs ----------------------------------------------------------------------
@@ -45,14 +46,16 @@ def random_traces(draw, max_len: int = 150) -> list[int]:
     """Uniform picks from a small pool that mixes small ints, 0, 2**64 - 1 and arbitrary 64-bit values."""
     pool = draw(st.lists(st.one_of(st.integers(0, 60), st.sampled_from([0, 1, MASK64, MASK64 - 1]),
                                    st.integers(0, MASK64)), min_size=1, max_size=60, unique=True))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_len))
+    n = draw(st.integers(0, max_len))  # the length drawn first: hypothesis's own lists are mostly short
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
     return [pool[i] for i in picks]
 
 
 @st.composite
 def locality_traces(draw, max_len: int = 150) -> list[int]:
     """New keys, repeats of a recent key, runs of one key, and picks from a hot set, mixed."""
-    steps = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), max_size=max_len))
+    n = draw(st.integers(0, max_len))
+    steps = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), min_size=n, max_size=n))
     fresh = draw(st.integers(1000, MASK64 - 1000))
     trace: list[int] = []
     for kind, n in steps:
