@@ -91,3 +91,54 @@ def s3fifo_model(trace: list[int], capacity: int) -> list[bool]:
             small.append(x)
         freq[x] = 0
     return hits
+
+
+def arc_model(trace: list[int], capacity: int) -> list[bool]:
+    """ARC (FAST '03, Figure 4), lists LRU first; p is real."""
+    c = capacity
+    t1: list[int] = []
+    t2: list[int] = []
+    b1: list[int] = []
+    b2: list[int] = []
+    p = 0.0
+
+    def replace(x: int) -> None:
+        if len(t1) >= 1 and ((x in b2 and len(t1) == p) or len(t1) > p):
+            b1.append(t1.pop(0))
+        else:
+            b2.append(t2.pop(0))
+
+    hits = []
+    for x in trace:
+        if x in t1 or x in t2:
+            (t1 if x in t1 else t2).remove(x)
+            t2.append(x)
+            hits.append(True)
+            continue
+        hits.append(False)
+        if x in b1:
+            delta = 1.0 if len(b1) >= len(b2) else len(b2) / len(b1)
+            p = min(p + delta, float(c))
+            replace(x)
+            b1.remove(x)
+            t2.append(x)
+        elif x in b2:
+            delta = 1.0 if len(b2) >= len(b1) else len(b1) / len(b2)
+            p = max(p - delta, 0.0)
+            replace(x)
+            b2.remove(x)
+            t2.append(x)
+        else:
+            if len(t1) + len(b1) == c:
+                if len(t1) < c:
+                    b1.pop(0)
+                    replace(x)
+                else:
+                    t1.pop(0)
+            elif len(t1) + len(t2) + len(b1) + len(b2) >= c:
+                if len(t1) + len(t2) + len(b1) + len(b2) == 2 * c:
+                    b2.pop(0)
+                replace(x)
+            t1.append(x)
+    return hits
+
