@@ -33,10 +33,11 @@ _REGISTRY: Mapping[str, str] = MappingProxyType({
     "sieve": "crawler.cache.sieve:SieveCache",
     "s3fifo": "crawler.cache.s3fifo:S3FifoCache",
     "arc": "crawler.cache.arc:ArcCache",
+    "2q": "crawler.cache.twoq:TwoQCache",
 })
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve", "s3fifo", "arc")
+ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve", "s3fifo", "arc", "2q")
 DEFAULT_POLICY = "clock"
 # Positions in the kernels' arrays are 32-bit; 2**31 entries is 16 GiB of keys.
 MAX_CAPACITY = (1 << 31) - 1

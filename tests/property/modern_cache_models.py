@@ -142,3 +142,42 @@ def arc_model(trace: list[int], capacity: int) -> list[bool]:
             t1.append(x)
     return hits
 
+
+def twoq_model(trace: list[int], capacity: int) -> list[bool]:
+    """2Q, full version (VLDB '94); Kin = floor(C/4), Kout = floor(C/2); lists oldest first.
+
+    A key readmitted from A1out leaves A1out before its slot is reclaimed."""
+    kin, kout = capacity // 4, capacity // 2
+    a1in: list[int] = []
+    a1out: list[int] = []
+    am: list[int] = []
+
+    def reclaimfor() -> None:
+        if len(a1in) + len(am) < capacity:  # a free page slot
+            return
+        if len(a1in) > kin:
+            a1out.append(a1in.pop(0))
+            if len(a1out) > kout:
+                a1out.pop(0)
+        else:
+            am.pop(0)
+
+    hits = []
+    for x in trace:
+        if x in am:
+            am.remove(x)
+            am.append(x)
+            hits.append(True)
+        elif x in a1out:
+            a1out.remove(x)
+            reclaimfor()
+            am.append(x)
+            hits.append(False)
+        elif x in a1in:
+            hits.append(True)
+        else:
+            reclaimfor()
+            a1in.append(x)
+            hits.append(False)
+    return hits
+

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.property.modern_cache_models import arc_model, s3fifo_model, sieve_model
+from tests.property.modern_cache_models import arc_model, s3fifo_model, sieve_model, twoq_model
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64
@@ -35,6 +35,7 @@ MODELS: dict[str, Callable[[list[int], int], list[bool]]] = {
     "sieve": sieve_model,
     "s3fifo": s3fifo_model,
     "arc": arc_model,
+    "2q": twoq_model,
 }
 POLICIES = sorted(MODELS)
 capacities = st.integers(1, 24)
