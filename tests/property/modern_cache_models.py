@@ -181,3 +181,74 @@ def twoq_model(trace: list[int], capacity: int) -> list[bool]:
             hits.append(False)
     return hits
 
+
+MASK64 = (1 << 64) - 1
+ROW_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93)
+
+
+def fmix64(k: int) -> int:
+    """MurmurHash3's 64-bit finalizer, written out again so the model does not trust the code."""
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & MASK64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & MASK64
+    return k ^ (k >> 33)
+
+
+def wtinylfu_model(trace: list[int], capacity: int) -> list[bool]:
+    """W-TinyLFU: window LRU ceil(1%), SLRU main (protected floor(80%), probation the rest), and a
+    count-min sketch (4 rows of 4-bit counters, width = C rounded up to a power of two, halved with its
+    addition count after 10 C additions) deciding whether the window's victim replaces probation's."""
+    window_size = -(-capacity // 100)
+    main_size = capacity - window_size
+    protected_size = main_size * 80 // 100
+    width = 1
+    while width < capacity:
+        width *= 2
+    bits = width.bit_length() - 1
+    rows = [[0] * width for _ in range(4)]
+    additions = 0
+
+    def indexes(x: int) -> list[int]:
+        h = fmix64(x)
+        return [((h * m) % 2**64) // 2 ** (64 - bits) for m in ROW_MULTIPLIERS]
+
+    def estimate(x: int) -> int:
+        return min(rows[r][i] for r, i in enumerate(indexes(x)))
+
+    window: list[int] = []
+    probation: list[int] = []
+    protected: list[int] = []
+    hits = []
+    for x in trace:
+        for r, i in enumerate(indexes(x)):
+            rows[r][i] = min(rows[r][i] + 1, 15)
+        additions += 1
+        if additions == 10 * capacity:
+            rows = [[c // 2 for c in row] for row in rows]
+            additions //= 2
+        if x in window:
+            window.remove(x)
+            window.append(x)
+            hits.append(True)
+        elif x in protected:
+            protected.remove(x)
+            protected.append(x)
+            hits.append(True)
+        elif x in probation:
+            probation.remove(x)
+            protected.append(x)
+            if len(protected) > protected_size:
+                probation.append(protected.pop(0))
+            hits.append(True)
+        else:
+            hits.append(False)
+            window.append(x)
+            if len(window) > window_size:
+                candidate = window.pop(0)
+                if len(probation) + len(protected) < main_size:
+                    probation.append(candidate)
+                elif probation and estimate(candidate) > estimate(probation[0]):
+                    probation.pop(0)
+                    probation.append(candidate)
+    return hits

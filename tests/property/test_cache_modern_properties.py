@@ -24,7 +24,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.property.modern_cache_models import arc_model, s3fifo_model, sieve_model, twoq_model
+from tests.property.modern_cache_models import (
+    arc_model,
+    s3fifo_model,
+    sieve_model,
+    twoq_model,
+    wtinylfu_model,
+)
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64
@@ -36,6 +42,7 @@ MODELS: dict[str, Callable[[list[int], int], list[bool]]] = {
     "s3fifo": s3fifo_model,
     "arc": arc_model,
     "2q": twoq_model,
+    "wtinylfu": wtinylfu_model,
 }
 POLICIES = sorted(MODELS)
 capacities = st.integers(1, 24)
@@ -133,3 +140,15 @@ def test_min_bounds_the_misses(policy, trace, capacity):
     cache = make_cache(policy, capacity)
     cache.check_and_add_many(arr)
     assert floor.misses <= cache.misses
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1), capacity=st.integers(90, 260), distinct=st.integers(100, 500))
+def test_matches_the_model_at_capacities_with_wider_segments(policy, seed, capacity, distinct):
+    """Capacities past 100 give W-TinyLFU a window of 2-3 entries and the others wide segments; traces of
+    a few thousand requests, skewed, drawn from a seeded generator (too long for hypothesis to shrink)."""
+    rng = np.random.default_rng(seed)
+    trace = (rng.zipf(1.3, size=3000) % distinct).tolist()
+    cache = make_cache(policy, capacity)
+    assert cache.check_and_add_many(np.array(trace, dtype=np.uint64)).tolist() == MODELS[policy](trace, capacity)
