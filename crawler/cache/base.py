@@ -30,10 +30,15 @@ _REGISTRY: Mapping[str, str] = MappingProxyType({
     "static": "crawler.cache.static:StaticCache",
     "min": "crawler.cache.min:MinCache",
     "infinite": "crawler.cache.infinite:InfiniteCache",
+    "sieve": "crawler.cache.sieve:SieveCache",
+    "s3fifo": "crawler.cache.s3fifo:S3FifoCache",
+    "arc": "crawler.cache.arc:ArcCache",
+    "2q": "crawler.cache.twoq:TwoQCache",
+    "wtinylfu": "crawler.cache.wtinylfu:WTinyLfuCache",
 })
 
 POLICY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static")
+ONLINE_POLICIES: tuple[str, ...] = ("clock", "lru", "random", "static", "sieve", "s3fifo", "arc", "2q", "wtinylfu")
 DEFAULT_POLICY = "clock"
 # Positions in the kernels' arrays are 32-bit; 2**31 entries is 16 GiB of keys.
 MAX_CAPACITY = (1 << 31) - 1
