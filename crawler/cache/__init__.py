@@ -29,7 +29,12 @@ The policies (one module each, registered in base._REGISTRY):
     min       offline: Belady's clairvoyant MIN; option `trace`, then asked
               that trace in order.
     infinite  offline: never evicts (misses = distinct fingerprints).
-ONLINE_POLICIES are the ones the splitter and the DUE may use.
+    sieve, s3fifo, arc, 2q, wtinylfu
+              the later policies (SIEVE, S3-FIFO, ARC, 2Q, W-TinyLFU), pure
+              Python, each pinned by a plain model of its paper: docs/caches.md.
+ONLINE_POLICIES are the ones the splitter and the DUE may use; PAPER_POLICIES
+(the 2003 paper's, with MIN and infinite) are what `crawler replay` runs unless
+told otherwise.
 
 Speed. The hot path is one call per link, so each policy class is a C
 kernel type plus the Cache base (crawler/_native/, built by setup.py with plain
@@ -50,6 +55,7 @@ from crawler._native import NATIVE
 from crawler.cache.base import (
     DEFAULT_POLICY,
     ONLINE_POLICIES,
+    PAPER_POLICIES,
     POLICY_NAMES,
     Cache,
     cache_from_config,
@@ -65,6 +71,7 @@ __all__ = [
     "Cache",
     "DEFAULT_POLICY",
     "ONLINE_POLICIES",
+    "PAPER_POLICIES",
     "POLICIES",
     "POLICY_NAMES",
     "cache_from_config",

@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from crawler.cache import POLICY_NAMES
+from crawler.cache import PAPER_POLICIES, POLICY_NAMES
 from crawler.cache.base import MAX_CAPACITY
 from crawler.replay.plots import PlotsUnavailable, require_matplotlib
 from crawler.replay.progress import ReplayProgress
@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace", default=None, metavar="LIST",
                         help="full, cross, or full,cross (default: both; cross = records flagged "
                              "cross-host, which needs logs)")
-    parser.add_argument("--policies", default=",".join(POLICY_NAMES), metavar="LIST",
-                        help=f"comma list of cache policies (default: {','.join(POLICY_NAMES)})")
+    parser.add_argument("--policies", default=",".join(PAPER_POLICIES), metavar="LIST",
+                        help=f"comma list of cache policies, of {','.join(POLICY_NAMES)} "
+                             f"(default: the paper's, {','.join(PAPER_POLICIES)})")
     parser.add_argument("--sizes", default=DEFAULT_SIZES_TEXT, metavar="LIST",
                         help=f"cache sizes: integers, 2^A, or 2^A..2^B, comma separated (default {DEFAULT_SIZES_TEXT})")
     parser.add_argument("--threads", type=_positive, default=None, metavar="N",

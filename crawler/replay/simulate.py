@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from crawler.cache import POLICY_NAMES, make_cache
+from crawler.cache import PAPER_POLICIES, POLICY_NAMES, make_cache
 from crawler.replay import stack
 from crawler.replay.traces import TRACES, Stream
 
@@ -63,8 +63,8 @@ class ReplayOptions:
 
     traces: tuple[str, ...] = TRACES
     """`full` and/or `cross`."""
-    policies: tuple[str, ...] = POLICY_NAMES
-    """Cache policies (crawler.cache names)."""
+    policies: tuple[str, ...] = PAPER_POLICIES
+    """Cache policies (crawler.cache names; the default, the paper's set)."""
     sizes: tuple[int, ...] = DEFAULT_SIZES
     """Cache sizes in entries, ascending."""
     window: int | None = None

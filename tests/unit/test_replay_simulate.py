@@ -15,7 +15,7 @@ from tests.unit.test_replay_models import (
     static_misses,
 )
 
-from crawler.cache import POLICY_NAMES, make_cache
+from crawler.cache import PAPER_POLICIES, POLICY_NAMES, make_cache
 from crawler.replay import _jit
 from crawler.replay.results import result_rows
 from crawler.replay.simulate import ReplayOptions, replay
@@ -45,12 +45,14 @@ def reference(policy: str, trace: list[int], size: int) -> int:
         return static_misses(trace, size)
     if policy == "clock":
         return single_call_misses("clock", trace, size)
-    return single_call_misses("random", trace, size, seed=0)
+    if policy == "random":
+        return single_call_misses("random", trace, size, seed=0)
+    return single_call_misses(policy, trace, size)     # the later policies: their own online classes
 
 
 @pytest.fixture(scope="module")
 def replays():
-    options = ReplayOptions(traces=("full",), sizes=SIZES)
+    options = ReplayOptions(traces=("full",), sizes=SIZES, policies=POLICY_NAMES)
     return {name: replay([stream(fps)], options) for name, fps in CASES.items()}
 
 
@@ -85,7 +87,7 @@ def test_min_is_below_every_evicting_policy(replays, case):
 
 def test_streams_are_separate_caches_and_summed():
     a, b = locality_trace(3000, 5), locality_trace(2000, 6)
-    options = ReplayOptions(traces=("full",), sizes=(1, 16, 256, 4096))
+    options = ReplayOptions(traces=("full",), sizes=(1, 16, 256, 4096), policies=POLICY_NAMES)
     result = replay([stream(a, "a"), stream(b, "b")], options)
     for policy in POLICY_NAMES:
         expected = [reference(policy, a.tolist(), k) + reference(policy, b.tolist(), k) for k in options.sizes]
@@ -96,7 +98,7 @@ def test_streams_are_separate_caches_and_summed():
 
 def test_over_time_windows_add_up_and_match_per_request_answers():
     a, b = locality_trace(2500, 7), locality_trace(1300, 8)
-    options = ReplayOptions(traces=("full",), sizes=(1, 8, 64, 1024, 8192), window=500)
+    options = ReplayOptions(traces=("full",), sizes=(1, 8, 64, 1024, 8192), window=500, policies=POLICY_NAMES)
     result = replay([stream(a), stream(b)], options)
     assert result.stats["full"].window_requests.tolist() == [1000, 1000, 800, 500, 500]
     for policy in POLICY_NAMES:
@@ -145,7 +147,7 @@ def test_rows_and_relative_to_min():
     fps = locality_trace(3000, 14)
     result = replay([stream(fps)], ReplayOptions(traces=("full", "cross"), sizes=(1, 64, 4096)))
     rows = result_rows(result, threads=4)
-    assert len(rows) == 2 * len(POLICY_NAMES) * 3
+    assert len(rows) == 2 * len(PAPER_POLICIES) * 3        # the default: the paper's policies
     by_key = {(r.trace, r.policy, r.size): r for r in rows}
     for r in rows:
         if r.trace == "cross":                  # a plain array has no cross-host records
