@@ -51,10 +51,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
-import json
 import logging
-import os
-import shutil
 import signal
 import sys
 import time
@@ -78,6 +75,8 @@ from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.metrics.rate import Rate
+from crawler.node.identity import DataDir
+from crawler.node.seeds import add_seeds
 from crawler.node.totals import CrawlTotals, PageCounts
 from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.mime import HTML
@@ -162,7 +161,8 @@ class Node:
 
         self.filter = URLFilter(c.filter)
         self.budget = HostBudget(c.filter.max_pages_per_host)
-        self.resuming = self._check_state(fresh)
+        self.dir = DataDir(self.data_dir, config, node_id, source)
+        self.resuming = self.dir.check(fresh)
         self.due = DiskDUE(self.data_dir / "due", c.due, cache=build_cache(c.due.cache, "due.cache"))
         self.partitioner = Partitioner(self.n_nodes, c.cluster.partition)
         self.splitter_cache = build_cache(c.splitter.cache, "splitter.cache")
@@ -198,56 +198,6 @@ class Node:
         # Every part whose state outlives the process (crawler/state.py); start() makes the full list.
         self.state = StateStore(self.data_dir / "state")
         self.parts: list[Stateful] = self._state_parts()
-
-    # What a later run resumes; --fresh removes it (WARC files and the crawl log stay).
-    STATE_DIRS = ("due", "peers", "frontier", "state")
-    STATE_FILE = "state.json"
-
-    def _identity(self) -> dict:
-        c = self.config
-        return {"cluster": c.cluster.name, "node": self.node_id, "nodes": self.n_nodes,
-                "partition": c.cluster.partition}
-
-    def _check_state(self, fresh: bool) -> bool:
-        """True when this run resumes an earlier one on data_dir; refuses what is not ours to resume."""
-        state_path = self.data_dir / self.STATE_FILE
-        found = [d for d in self.STATE_DIRS if (self.data_dir / d).exists() and any((self.data_dir / d).iterdir())]
-        if fresh:
-            for d in found:
-                shutil.rmtree(self.data_dir / d)
-            state_path.unlink(missing_ok=True)
-            if found:
-                log.warning("node %d: --fresh: removed the earlier crawl's %s under %s", self.node_id,
-                            ", ".join(found), self.data_dir)
-            return False
-        if not found:
-            return False
-        hint = "Run with --fresh to start over (WARC files and the crawl log are kept), or use another data_dir."
-        where = f"{self.source}: crawl.data_dir: {self.data_dir}"
-        try:
-            state = json.loads(state_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{where} holds crawl state ({', '.join(found)}) but no {self.STATE_FILE}: it is not "
-                              f"a crawl this version can resume. {hint}") from None
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{where}: {state_path.name} is unreadable ({exc}). {hint}") from None
-        mine = self._identity()
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
-            diff = ", ".join(f"{k} {theirs[k]!r} (now {mine[k]!r})" for k in mine if theirs[k] != mine[k])
-            raise ConfigError(f"{where} holds another crawl: {diff}. {hint}")
-        if state.get("finished"):
-            raise ConfigError(f"{where} holds a crawl that finished at {state.get('finished_at', '?')}; "
-                              f"there is nothing to resume. {hint}")
-        log.warning("node %d: resuming the crawl in %s", self.node_id, self.data_dir)
-        return True
-
-    def _write_state(self, **extra) -> None:
-        state = dict(self._identity(), **extra)
-        path = self.data_dir / self.STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
 
     def _state_parts(self) -> list[Stateful]:
         """The parts the state protocol saves, in order: the DUE and frontier first (the crawl's work),
@@ -777,32 +727,6 @@ class Node:
               f"frontier {self.frontier.queued} URLs on {self.frontier.active_hosts} hosts, "
               f"errors {sum(c.errors.values())}, cache hits: {rates or '-'}", file=sys.stderr, flush=True)
 
-    async def add_seeds(self) -> None:
-        """Every node reads the whole seed list and keeps the seeds it owns (into its DUE)."""
-        seeds = self.filter.filter(self.seeds())
-        owner = self.partitioner.owner
-        mine = [u for u in seeds if owner(host_of(u)) == self.node_id]
-        if mine:
-            new = self.due.submit(fingerprints(mine), mine)
-            self.enqueue(new)
-
-    def seeds(self) -> list[str]:
-        crawl = self.config.crawl
-        raw = list(crawl.seeds)
-        if crawl.seeds_file:
-            for line in Path(crawl.seeds_file).read_text(encoding="utf-8").splitlines():
-                line = line.strip()
-                if line and not line.startswith("#"):
-                    raw.append(line)
-        seeds = []
-        for s in raw:
-            url = canonicalize(s)
-            if url is None:
-                log.warning("node %d: seed %r is not a crawlable http(s) URL; skipped", self.node_id, s)
-            else:
-                seeds.append(url)
-        return seeds
-
     async def start(self) -> None:
         c = self.config
         if KERNELS == COMPILED:
@@ -873,8 +797,7 @@ class Node:
         self.due.close()
         self.frontier.shutdown()
         if not self.resuming:
-            for d in self.STATE_DIRS:
-                shutil.rmtree(self.data_dir / d, ignore_errors=True)
+            self.dir.remove_state()
 
     def _io_closers(self) -> list[Callable[[], object]]:
         """Close calls of the I/O parts start() opened (some return coroutines), in closing order."""
@@ -943,8 +866,8 @@ class Node:
                             "%d done but unconfirmed", self.node_id, self.frontier.queued, self.frontier.active_hosts,
                             counts.resumed_inflight, counts.resumed_unconfirmed)
             else:
-                await self.add_seeds()
-            self._write_state(finished=False)
+                await add_seeds(self)
+            self.dir.write_state(finished=False)
             workers = self._workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
                                        for i in range(self.config.workers)]
             background.append(asyncio.create_task(self._watch(), name="watch"))
@@ -959,7 +882,7 @@ class Node:
                 self._drain_timer.cancel()
             await self._cluster_done.wait()
             if self._stop_reason == "done":
-                self._write_state(finished=True, finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                self.dir.write_state(finished=True, finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             self.finished.set()
             await self._linger()
         finally:
