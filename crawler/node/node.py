@@ -28,28 +28,12 @@ those of the last checkpoint. Starting over is deliberate (`fresh=True`,
 `crawler run --fresh`); a data_dir holding another crawl, a finished crawl,
 or state without `state.json` is refused.
 
-robots.txt that cannot be reached for a while (5xx, 429, a timeout, a refused
-connection, DNS SERVFAIL) disallows its origin (RFC 9309) until it can be:
-the URL is parked (put back at the head of its host's queue, the host held
-until the error entry expires: a back-off from `robots.error_retry_s`, or a
-longer Retry-After) and robots.txt is fetched again then; after
-`robots.error_max_retries` such retries in a row the origin's URLs are
-dropped (crawl log reason robots_error_disallowed). A permanent failure (the
-name does not exist, a certificate that fails verification, only private
-addresses), of robots.txt or of a page, makes the origin dead: its URLs are
-dropped at once, without a request, each logged and counted by that reason
-(`dropped` in the summary), for `robots.dead_cache_s`.
-
-A 429 or 503 holds its host back by its Retry-After (or
-`politeness.default_retry_after_s`), at most `politeness.max_retry_after_s`,
-whether or not the URL has retries left: the URL's retry budget
-(`politeness.max_retries`) and the host's back-off are two decisions.
+The visit of one URL (robots.txt, fetch, retry, parse) is in visit.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import errno
 import logging
 import signal
@@ -66,35 +50,26 @@ from crawler.cache._native import COMPILED, KERNELS, kernels_line
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
-from crawler.fetch import Fetcher, FetchResult, Resolver, RobotsCache
-from crawler.fetch.result import PERMANENT
-from crawler.fetch.robots import DEAD as ROBOTS_DEAD
-from crawler.fetch.robots import ERROR as ROBOTS_ERROR
-from crawler.fetch.robots import UNREACHABLE as ROBOTS_UNREACHABLE
+from crawler.fetch import Fetcher, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.metrics.rate import Rate
 from crawler.node.identity import DataDir
+from crawler.node.records import Records
 from crawler.node.seeds import add_seeds
 from crawler.node.totals import CrawlTotals, PageCounts
-from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
-from crawler.parse.mime import HTML
+from crawler.node.visit import Visitor
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
-from crawler.store import CrawlLog, WarcStore
 from crawler.termination import Termination
-from crawler.urls import canonicalize, fingerprints, host_of, origin_of
+from crawler.urls import fingerprints, host_of
 
 log = logging.getLogger("crawler.node")
 
 # Write errors that stop the node (its state could no longer be recorded).
 _STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
-
-# Statuses that ask us to come back later rather than report a result.
-_RETRY_STATUSES = (429, 503)
-
 
 def build_cache(config: CacheConfig, where: str):
     """A URL cache from its config section (`splitter.cache`, `due.cache`); errors name the key."""
@@ -104,16 +79,10 @@ def build_cache(config: CacheConfig, where: str):
         raise ConfigError(f"{where}: {exc}") from None
 
 
-# Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
-FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WATCH_INTERVAL_S = 0.05          # the node's housekeeping tick (limits, checkpoints, early merges, the end)
 DISCOVERY_SAMPLES = 100_000      # prompt lookups' delays kept for the summary's percentiles (the newest)
 DISCOVERY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 EARLY_MERGE_BACKOFF_MAX = 8      # early merges that yield little back off up to this many flush intervals
-
-
-def status_class(status: int) -> str:
-    return f"{status // 100}xx" if status else "none"
 
 
 class ListenError(ConfigError):
@@ -141,7 +110,6 @@ class Node:
         self.finished = asyncio.Event()     # the crawl is over; /metrics may still be served (linger)
         self._interrupted = asyncio.Event()
         self.urls_received = 0
-        self._retries: dict[str, int] = {}
         self._started = 0.0
         self._cpu0 = 0.0
         self._cpu_marks: dict[str, float] = {}     # phase -> process_time() at its end (summary's cpu_phases_s)
@@ -153,12 +121,6 @@ class Node:
         self._rate: Rate | None = None                 # the progress line's pages/s (made at the first line)
 
         c = config
-        pol = c.politeness
-        self._k = pol.delay_factor
-        self._min_delay = pol.min_delay_s
-        self._max_delay = max(pol.max_delay_s, pol.min_delay_s)
-        self._respect_crawl_delay = pol.respect_crawl_delay
-
         self.filter = URLFilter(c.filter)
         self.budget = HostBudget(c.filter.max_pages_per_host)
         self.dir = DataDir(self.data_dir, config, node_id, source)
@@ -173,18 +135,11 @@ class Node:
                                  per_ip=c.politeness.per_ip)
         self.frontier.on_storage_error = self._storage_failed
         self.scorer = self._scorer()
-        self.extractor = LinkExtractor(c.parse)
-        try:
-            self.content_seen = ContentSeen(c.parse.content_seen_size)     # bounded: it forgets, never invents
-        except ValueError as exc:
-            raise ConfigError(f"parse.content_seen_size: {exc}") from None
-        self._parse_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.visitor = Visitor(self)
         self.registry = CollectorRegistry()
         self.registry.register(NodeCollector(self.metrics_snapshot))
         register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
-        self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
-                                       buckets=FETCH_BUCKETS_S, registry=self.registry)
-        self._observe = {kind: self.fetch_seconds.labels(kind).observe for kind in ("page", "robots")}
+        self.records = Records(self.counters, self.registry)
         self.discovery_seconds = Histogram(
             "crawler_discovery_delay_seconds", "Prompt lookups: from a page's links entering the DUE buffer while a "
             "worker waited and a host they are for had nothing queued, to their new URLs entering the frontier.",
@@ -193,8 +148,6 @@ class Node:
         self.resolver: Resolver | None = None
         self.fetcher: Fetcher | None = None
         self.robots: RobotsCache | None = None
-        self.crawl_log: CrawlLog | None = None
-        self.warc: WarcStore | None = None
         # Every part whose state outlives the process (crawler/state.py); start() makes the full list.
         self.state = StateStore(self.data_dir / "state")
         self.parts: list[Stateful] = self._state_parts()
@@ -222,15 +175,6 @@ class Node:
         return InlinkScorer(f.inlink_bits)
 
     # --- the pipeline ---------------------------------------------------------------
-    def delay_for(self, duration_s: float, crawl_delay_s: float | None) -> float:
-        """Mercator's politeness: max(k * x, min_delay, Crawl-delay), capped by max_delay."""
-        delay = self._k * duration_s
-        if crawl_delay_s and self._respect_crawl_delay and crawl_delay_s > delay:
-            delay = crawl_delay_s
-        if delay > self._max_delay:
-            delay = self._max_delay
-        return delay if delay > self._min_delay else self._min_delay
-
     async def add_urls(self, urls: list[str]) -> None:
         """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
         if self.storage_error:
@@ -264,8 +208,8 @@ class Node:
                 self._storage_failed(exc)
             raise                                   # no ACK: the peer keeps the batch and sends it again
         if (self.frontier.has_waiters and self.due.buffered > buffered and self.config.due.prompt_lookups
-                and self._hungry(urls)):
-            self._prompt_lookup(buffered)
+                and self.hungry(urls)):
+            self.prompt_lookup(buffered)
 
     async def _send_batch(self, peer: int, urls: list[str]) -> None:
         await self.peers.send(peer, urls)
@@ -287,54 +231,7 @@ class Node:
                 items.append((url, host, quality))
         self.frontier.add_many(items)
 
-    async def _visit(self, host: str, url: str) -> float:
-        """Process one URL whose host we hold; returns the host's next delay."""
-        rules = None
-        if self.robots is not None:
-            rules = self.robots.lookup(origin_of(url))
-            robots_delay = 0.0
-            if rules is None:
-                rules, results = await self.robots.fetch(origin_of(url))
-                if results:                    # not answered from the restored state: requests were made
-                    for r in results:
-                        self.record(r, "robots")
-                    # Between the requests of a redirect chain to this host it waited already (robots.py):
-                    # its delay now follows its last request.
-                    last = next((r for r in reversed(results) if host_of(r.url) == host), results[0])
-                    robots_delay = self.delay_for(last.duration_s, rules.crawl_delay_s)
-                    if rules.source not in ROBOTS_UNREACHABLE:
-                        self.frontier.requeue(host, url)
-                        return robots_delay
-            if not rules.allowed(url):
-                return self._refuse(host, url, rules, robots_delay)
-        crawl_delay = rules.crawl_delay_s if rules is not None else None
-        result = await self.fetcher.fetch(url)
-        self.counters.fetches += 1
-        if result.status:
-            connect_s = result.connect_s
-            self.frontier.observe(host, connect_s, result.duration_s - (connect_s or 0.0), result.ip)
-        elif result.reason in PERMANENT and self.robots is not None:
-            self.robots.mark_dead(origin_of(url), result.reason)     # the origin's other URLs are dropped
-        delay = self.delay_for(result.duration_s, crawl_delay)
-        if result.status in _RETRY_STATUSES:
-            # Retry-After speaks about the host, not about this URL: it holds, retried or not.
-            delay = max(delay, self._retry_after_s(result))
-            if self._retry(url):
-                self.frontier.requeue(host, url)
-        content_fp = content_fingerprint(result.body) if result.body and result.status else None
-        links, failure, truncated = await self.links_of(result, content_fp)
-        self.record(result, "page", len(links), failure, content_fp, truncated)
-        if links:
-            buffered = self.due.buffered
-            await self.add_urls(links)
-            if (self.frontier.has_waiters and self.due.buffered > buffered and self.config.due.prompt_lookups
-                    and self._hungry(links, host)):
-                self._prompt_lookup(buffered)
-        if self.config.crawl.max_pages and self.counters.fetches >= self.config.crawl.max_pages:
-            self.stop("max_pages")
-        return delay
-
-    def _hungry(self, links: list[str], page_host: str | None = None) -> bool:
+    def hungry(self, links: list[str], page_host: str | None = None) -> bool:
         """Could these links, now in the DUE buffer, feed a waiting worker? Yes if their page's host, or
         a host of ours one of them is for, has nothing queued. Asked only while a worker waits."""
         queued_of = self.frontier.queued_of
@@ -361,7 +258,7 @@ class Node:
                 raise
             self._storage_failed(exc)
 
-    def _prompt_lookup(self, start: int) -> None:
+    def prompt_lookup(self, start: int) -> None:
         """Links that may feed a waiting worker are looked up in the DUE's disk set now (`peek`) instead of
         waiting in its buffer for the next merge (due.prompt_lookups, docs/due.md)."""
         t0 = time.perf_counter()
@@ -378,149 +275,6 @@ class Node:
         self.discovery_delays.append(delay_s)
         self.discovery_seconds.observe(delay_s)
 
-    def _retry_after_s(self, result: FetchResult) -> float:
-        """How long a 429/503 holds its host: its Retry-After, or the default, within the cap."""
-        pol = self.config.politeness
-        wait = result.retry_after_s if result.retry_after_s is not None else pol.default_retry_after_s
-        return min(wait, pol.max_retry_after_s)
-
-    def _refuse(self, host: str, url: str, rules, delay_s: float) -> float:
-        """robots.txt does not let `url` be fetched now: park it (transient error), drop it (a dead origin,
-        or an error past its retries) or count a denial."""
-        source = rules.source
-        if source == ROBOTS_ERROR and rules.failures <= self.config.robots.error_max_retries:
-            return self._park(host, url, rules, delay_s)
-        line = {"url": url, "kind": "page", "status": 0}
-        if source == ROBOTS_DEAD:
-            self.counters.dropped[rules.reason] += 1
-            line["reason"], line["dropped"] = rules.reason, "origin"
-        elif source == ROBOTS_ERROR:
-            self.counters.robots_unreachable += 1
-            line["reason"] = "robots_error_disallowed"
-        else:
-            self.counters.robots_denied += 1
-            line["reason"] = f"robots_{source}_disallowed"
-        if self.crawl_log is not None:
-            self.crawl_log.write(line)
-        return delay_s
-
-    def _park(self, host: str, url: str, rules, delay_s: float) -> float:
-        """robots.txt of the URL's origin is unreachable: the URL goes back to the head of its host's
-        queue and the host waits until the error entry expires; robots.txt is then fetched again."""
-        self.frontier.requeue(host, url)
-        self.counters.robots_parked += 1
-        return max(delay_s, self.robots.remaining_s(rules), self._min_delay)
-
-    def _retry(self, url: str) -> bool:
-        n = self._retries.get(url, 0)
-        if n >= self.config.politeness.max_retries:
-            self._retries.pop(url, None)
-            return False
-        self._retries[url] = n + 1
-        self.counters.retries += 1
-        return True
-
-    async def links_of(self, result: FetchResult, content_fp: int | None = None
-                       ) -> tuple[list[str], str | None, int]:
-        """Links of a 2xx HTML page or stylesheet, or the Location of a 3xx (redirects are links, DESIGN 1).
-
-        Returns (links, failure, truncated): failure names why a page's links were not taken
-        (parse_timeout), else None; truncated counts links past parse.max_links_per_page, dropped.
-        """
-        status = result.status
-        if 300 <= status < 400:
-            if result.location:
-                target = canonicalize(result.location, result.url)
-                if target:
-                    self.counters.links_extracted += 1
-                    return [target], None, 0
-            return [], None, 0
-        kind = parse_kind(result.content_type) if 200 <= status < 300 and result.body else None
-        if kind is None:
-            return [], None, 0
-        # The content-seen test (Mercator): a page seen before at another URL is a mirror, and its links
-        # lead into the mirror. A stylesheet seen before is not: its url()s, relative to where it sits,
-        # are the requisites of the pages that use it there, so it is always read. The set is bounded and
-        # may forget a body (a redundant parse; the DUE drops the URLs already seen), never invent one.
-        if kind == HTML:
-            fp = content_fingerprint(result.body) if content_fp is None else content_fp
-            if self.content_seen.check_and_add(fp):
-                self.counters.duplicate_content += 1
-                return [], None, 0
-        if len(result.body) <= self.config.parse.inline_max_bytes:
-            page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
-        else:
-            page = await self._parse_in_thread(result)
-            if page is None:
-                self.counters.errors["parse_timeout"] += 1
-                return [], "parse_timeout", 0
-        self.counters.links_extracted += len(page.links)
-        if page.truncated_links:
-            self.counters.links_truncated += page.truncated_links
-            log.warning("node %d: %s has more than parse.max_links_per_page=%d links; %d dropped", self.node_id,
-                        result.url, self.config.parse.max_links_per_page, page.truncated_links)
-        return page.links, None, page.truncated_links
-
-    async def _parse_in_thread(self, result: FetchResult):
-        """Parse off the event loop with a deadline; None when the deadline passed.
-
-        A thread cannot be stopped, so a parse past its deadline runs on in the
-        background; one still queued when its deadline passes never starts.
-        """
-        if self._parse_pool is None:
-            self._parse_pool = concurrent.futures.ThreadPoolExecutor(
-                self.config.parse.threads, thread_name_prefix=f"parse-{self.node_id}")
-        timeout_s = self.config.parse.timeout_s
-        deadline = time.monotonic() + timeout_s
-        extractor = self.extractor
-
-        def job():
-            if time.monotonic() > deadline:
-                return None
-            return extractor.parse(result.body, result.url, result.content_type, result.charset)
-
-        future = asyncio.get_running_loop().run_in_executor(self._parse_pool, job)
-        try:
-            return await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            log.warning("node %d: parsing %s took over %.1f s; its links are not followed",
-                        self.node_id, result.url, timeout_s)
-            return None
-
-    def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None,
-               content_fp: int | None = None, links_dropped: int = 0) -> None:
-        """Count one fetch, write its crawl-log line and WARC records."""
-        c = self.counters
-        self._observe[kind](result.duration_s)
-        if kind == "robots":
-            c.robots_fetches += 1
-        if result.status:
-            cls = status_class(result.status)
-            c.pages[(cls, kind)] += 1
-            c.bytes[cls] += result.wire_bytes
-            if self.warc is not None:
-                self.warc.write(result)
-        if result.reason != "ok":
-            c.errors[result.reason] += 1
-        if self.crawl_log is not None:
-            line = {"url": result.url, "kind": kind, "status": result.status, "reason": result.reason,
-                    "bytes": result.wire_bytes, "duration_s": round(result.duration_s, 6),
-                    "content_type": result.content_type, "ip": result.ip}
-            if result.body and result.status:
-                fp = content_fingerprint(result.body) if content_fp is None else content_fp
-                line["content_fp"] = f"{fp:016x}"
-            if links:
-                line["links"] = links
-            if links_dropped:
-                line["links_dropped"] = links_dropped
-            if result.location:
-                line["location"] = result.location
-            if failure:
-                line["failure"] = failure
-            if result.detail and result.reason != "ok":
-                line["detail"] = result.detail
-            self.crawl_log.write(line)
-
     # --- workers and lifecycle ---------------------------------------------------------
     async def _worker(self) -> None:
         frontier = self.frontier
@@ -530,9 +284,9 @@ class Node:
                 return
             host, url = item
             self._inflight += 1
-            delay = self._min_delay
+            delay = self.visitor.min_delay_s
             try:
-                delay = await self._visit(host, url)
+                delay = await self.visitor.visit(host, url)
             except asyncio.CancelledError:
                 # The drain timed out mid-fetch: the URL goes back and is fetched after a restart.
                 frontier.requeue(host, url)
@@ -761,14 +515,11 @@ class Node:
         if c.robots.enabled:
             self.robots = RobotsCache(self.fetcher, c.robots, c.crawl.user_agent,
                                       max_retry_after_s=c.politeness.max_retry_after_s,
-                                      hop_delay_s=lambda duration_s: self.delay_for(duration_s, None))
+                                      hop_delay_s=lambda duration_s: self.visitor.delay_for(duration_s, None))
         self.parts = self._state_parts()
         if self.resuming:
             restore_all(self.parts, self.state)
-        if c.store.crawl_log:
-            self.crawl_log = CrawlLog(self.data_dir / "crawl.log.jsonl")
-        if c.store.warc.enabled:
-            self.warc = WarcStore(self.data_dir / "warc", c.store.warc, self.node_id)
+        self.records.open(c, self.data_dir, self.node_id)
         if c.metrics.enabled:
             self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port)
             await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
@@ -801,7 +552,8 @@ class Node:
 
     def _io_closers(self) -> list[Callable[[], object]]:
         """Close calls of the I/O parts start() opened (some return coroutines), in closing order."""
-        calls = [part.close for part in (self.fetcher, self.resolver, self.crawl_log, self.warc) if part is not None]
+        calls: list[Callable[[], object]] = [part.close for part in (self.fetcher, self.resolver) if part is not None]
+        calls += self.records.closers()
         if self.metrics_server is not None:
             calls.append(self.metrics_server.stop)
         return calls
@@ -830,8 +582,7 @@ class Node:
         self.due.on_merge_done = None
         for call in self._io_closers():
             await step(call)
-        if self._parse_pool is not None:
-            self._parse_pool.shutdown(wait=False, cancel_futures=True)
+        self.visitor.close()
         if not self.storage_error:
             # Merge what the DUE still holds so the frontier checkpoint has it (clean stop).
             await step(lambda: self.enqueue(self.due.flush()))
@@ -1014,9 +765,9 @@ class Node:
             "robots_parked": c.robots_parked, "robots_unreachable": c.robots_unreachable,
             "urls_dropped": c.dropped, "worker_errors": c.worker_errors, "cache_lookups": lookups,
             "cache_entries": {"due": due["cache_size"], "splitter": self.splitter_cache.size,
-                              "content": self.content_seen.size},
+                              "content": self.visitor.content_seen.size},
             "cache_capacity": {"due": due["cache_capacity"], "splitter": self.splitter_cache.capacity,
-                               "content": self.content_seen.capacity},
+                               "content": self.visitor.content_seen.capacity},
             "due_checks": due["checks"], "due_new": due["new"],
             "frontier_urls": self.frontier.queued, "frontier_active_hosts": self.frontier.active_hosts,
             "frontier_busy_hosts": self.frontier.busy_hosts, "dns_lookups": dns.get("lookups", {}),
