@@ -210,6 +210,7 @@ class Visitor:
                 self.counts.duplicate_content += 1
                 return [], None, 0
         parse = self.node.config.parse
+        page: ParsedPage | None
         if len(result.body) <= parse.inline_max_bytes:
             page = self.extractor.parse(result.body, result.url, result.content_type, result.charset)
         else:
