@@ -28,7 +28,9 @@ those of the last checkpoint. Starting over is deliberate (`fresh=True`,
 `crawler run --fresh`); a data_dir holding another crawl, a finished crawl,
 or state without `state.json` is refused.
 
-The visit of one URL (robots.txt, fetch, retry, parse) is in visit.py.
+The visit of one URL (robots.txt, fetch, retry, parse) is in visit.py, the
+watch loop that ends the crawl in housekeeping.py, the summary in report.py
+(the package's docstring lists them all).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ from crawler.urls import fingerprints, host_of
 
 log = logging.getLogger("crawler.node")
 
+DISCOVERY_SAMPLES = 100_000      # prompt lookups' delays kept for the summary's percentiles (the newest)
+DISCOVERY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 
 def build_cache(config: CacheConfig, where: str) -> Cache:
@@ -78,10 +82,6 @@ def build_cache(config: CacheConfig, where: str) -> Cache:
         return cache_from_config(config)
     except (ValueError, OSError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-DISCOVERY_SAMPLES = 100_000      # prompt lookups' delays kept for the summary's percentiles (the newest)
-DISCOVERY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 
 class Node:
