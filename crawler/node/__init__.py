@@ -13,6 +13,8 @@ the crawl, and holds a small object per concern that keeps a reference to it:
   merges, the end), page confirmation in a cluster, the linger.
 - merging.py: `EarlyMergePolicy` and `is_hungry`, the rules for when new URLs
   leave the DUE buffer before its flush interval.
+- lookups.py: `PromptLookups`, the links looked up in the DUE at once while a
+  worker waits, and their delays.
 - totals.py: `PageCounts`, `CrawlTotals` (the counts across restarts) and
   `saved_summary`.
 - report.py: `Report`, the summary and the /metrics snapshot.

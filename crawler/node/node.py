@@ -40,11 +40,11 @@ import errno
 import logging
 import signal
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 
 from crawler.cache import Cache, cache_from_config
 from crawler.cache._native import COMPILED, KERNELS, kernels_line
@@ -58,7 +58,7 @@ from crawler.metrics import MetricsServer, NodeCollector, register_process_metri
 from crawler.node.errors import ListenError, is_storage_error
 from crawler.node.housekeeping import Housekeeping
 from crawler.node.identity import DataDir
-from crawler.node.merging import is_hungry
+from crawler.node.lookups import PromptLookups
 from crawler.node.records import Records
 from crawler.node.report import Report
 from crawler.node.seeds import add_seeds
@@ -71,9 +71,6 @@ from crawler.termination import Termination
 from crawler.urls import fingerprints, host_of
 
 log = logging.getLogger("crawler.node")
-
-DISCOVERY_SAMPLES = 100_000      # prompt lookups' delays kept for the summary's percentiles (the newest)
-DISCOVERY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 
 def build_cache(config: CacheConfig, where: str) -> Cache:
@@ -108,7 +105,6 @@ class Node:
         self._workers: list[asyncio.Task] = []
         self.storage_error = ""
         self._drain_timer: asyncio.TimerHandle | None = None
-        self.discovery_delays: deque[float] = deque(maxlen=DISCOVERY_SAMPLES)   # prompt lookups' durations
 
         c = config
         self.filter = URLFilter(c.filter)
@@ -130,10 +126,7 @@ class Node:
         self.registry.register(NodeCollector(self.metrics_snapshot))
         register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
         self.records = Records(self.counters, self.registry)
-        self.discovery_seconds = Histogram(
-            "crawler_discovery_delay_seconds", "Prompt lookups: from a page's links entering the DUE buffer while a "
-            "worker waited and a host they are for had nothing queued, to their new URLs entering the frontier.",
-            buckets=DISCOVERY_BUCKETS_S, registry=self.registry)
+        self.lookups = PromptLookups(self, self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
         self.fetcher: Fetcher | None = None
@@ -199,9 +192,8 @@ class Node:
             if is_storage_error(exc):
                 self.storage_failed(exc)
             raise                                   # no ACK: the peer keeps the batch and sends it again
-        if (self.frontier.has_waiters and self.due.buffered > buffered and self.config.due.prompt_lookups
-                and self.hungry(urls)):
-            self.prompt_lookup(buffered)
+        if self.lookups.wanted(buffered, urls):
+            self.lookups.lookup(buffered)
 
     async def _send_batch(self, peer: int, urls: list[str]) -> None:
         assert self.peers is not None, "the splitter sends to peers only in a cluster"
@@ -223,28 +215,6 @@ class Node:
             if admit(host):
                 items.append((url, host, quality))
         self.frontier.add_many(items)
-
-    def hungry(self, links: list[str], page_host: str | None = None) -> bool:
-        """Could these links, now in the DUE buffer, feed a waiting worker? (merging.is_hungry)"""
-        return is_hungry(links, page_host, self.frontier.queued_of, host_of, self.partitioner.owner, self.node_id,
-                         self.n_nodes == 1)
-
-    def prompt_lookup(self, start: int) -> None:
-        """Links that may feed a waiting worker are looked up in the DUE's disk set now (`peek`) instead of
-        waiting in its buffer for the next merge (due.prompt_lookups, docs/due.md)."""
-        t0 = time.perf_counter()
-        try:
-            new = self.due.peek(start)
-        except OSError as exc:
-            if not is_storage_error(exc):
-                raise
-            self.storage_failed(exc)
-            return
-        if new:
-            self.enqueue(new)
-        delay_s = time.perf_counter() - t0
-        self.discovery_delays.append(delay_s)
-        self.discovery_seconds.observe(delay_s)
 
     # --- workers and lifecycle ---------------------------------------------------------
     async def _worker(self) -> None:

@@ -59,7 +59,7 @@ class Report:
             "new_urls": due["new"],
             "due": {k: due[k] for k in SUMMARY_DUE_KEYS},
             "worker_errors": c.worker_errors,
-            "discovery_delay_s": self._discovery_summary(),
+            "discovery_delay_s": node.lookups.summary(),
             "storage_error": node.storage_error,
             "cache_hit_rates": self.cache_hit_rates(),
             "cache_lookups": {name: list(hc) for name, hc in self.cache_counts().items()},
@@ -73,17 +73,6 @@ class Report:
             "cpu_phases_s": self._cpu_phases(),
             "pages_per_s": round(run_pages / duration, 2) if duration > 0 else 0.0,
         }
-
-    def _discovery_summary(self) -> dict:
-        """Prompt lookups of this process: how many, and their delays' median, p99 and max (seconds)."""
-        delays = sorted(self.node.discovery_delays)
-        if not delays:
-            return {"lookups": 0}
-
-        def at(q: float) -> float:
-            return round(delays[min(len(delays) - 1, int(q * len(delays)))], 6)
-
-        return {"lookups": len(delays), "p50": at(0.5), "p99": at(0.99), "max": round(delays[-1], 6)}
 
     def _cpu_phases(self) -> dict:
         """CPU seconds by phase: opening the stores, crawling (until the workers end), and the

@@ -132,9 +132,8 @@ class Visitor:
         if links:
             buffered = node.due.buffered
             await node.add_urls(links)
-            if (node.frontier.has_waiters and node.due.buffered > buffered and node.config.due.prompt_lookups
-                    and node.hungry(links, host)):
-                node.prompt_lookup(buffered)
+            if node.lookups.wanted(buffered, links, host):
+                node.lookups.lookup(buffered)
         if node.config.crawl.max_pages and self.counts.fetches >= node.config.crawl.max_pages:
             node.stop("max_pages")
         return delay
