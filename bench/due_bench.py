@@ -30,7 +30,7 @@ second, with the steal share seen during the run, and the calling thread's
 time is split (Linux schedstat) into CPU, waiting for a CPU (the machine's
 load) and blocked (waiting for the GIL, a merge, the disk).
 
-How a node calls the DUE (crawler/node.py): once per parsed page with the
+How a node calls the DUE (crawler/node/): once per parsed page with the
 page's links that this node owns (`add_urls`, after the host splitter), and
 once per batch a peer sends (`_on_batch`: the peers' cross-host links that
 this node owns, `splitter.batch_size` = 1000 URLs, fewer when `batch_ms`

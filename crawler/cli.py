@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--progress-interval", type=float, default=None, metavar="S",
                      help="seconds between progress lines on stderr, 0 = none (overrides metrics.progress_interval_s)")
     run.add_argument("--fresh", action="store_true",
-                     help="start over: remove the earlier crawl's frontier, DUE and peer spools in data_dir (WARC files and "
-                          "the crawl log are kept); without it an unfinished crawl there is resumed")
+                     help="start over: remove the earlier crawl's frontier, DUE and peer spools in data_dir (WARC "
+                          "files and the crawl log are kept); without it an unfinished crawl there is resumed")
     run.set_defaults(func=_cmd_run)
 
     cluster = sub.add_parser("cluster", help="run every node of the file that lives on this machine")

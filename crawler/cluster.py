@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import functools
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -115,7 +117,7 @@ async def launch_nodes(config_path: str, node_ids: list[int], env: dict[str, str
             r, w = os.pipe()
             writers.append(w)
             reader = asyncio.StreamReader(limit=NODE_LINE_LIMIT)
-            await loop.connect_read_pipe(lambda reader=reader: asyncio.StreamReaderProtocol(reader),
+            await loop.connect_read_pipe(functools.partial(asyncio.StreamReaderProtocol, reader),
                                          os.fdopen(r, "rb", buffering=0))
             procs.append(NodeProcess(node_id, reader))
         args = [sys.executable, "-m", "crawler.launcher", "-c", config_path]
@@ -181,8 +183,9 @@ def _saved_summary(config: Config, node_id: int, code: int | None) -> dict | Non
 
 def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
     """The cluster's totals; hit rates are recomputed from summed hits and lookups."""
-    total = {"nodes": len(summaries), "pages": 0, "fetches": 0, "bytes": 0, "errors": 0,
-             "robots_denied": 0, "worker_errors": 0, "peer_bytes_sent": 0, "urls_received": 0, "cpu_s": 0.0}
+    total: dict[str, Any] = {"nodes": len(summaries), "pages": 0, "fetches": 0, "bytes": 0, "errors": 0,
+                             "robots_denied": 0, "worker_errors": 0, "peer_bytes_sent": 0, "urls_received": 0,
+                             "cpu_s": 0.0}
     lookups: dict[str, list[int]] = {}
     for s in summaries:
         for key in total:
@@ -202,6 +205,8 @@ def merge_summaries(summaries: list[dict], wall_s: float) -> dict:
 
 async def _scrape(session: aiohttp.ClientSession, child: Child) -> None:
     """Refresh a child's pages, frontier size and cache lookups from its /metrics."""
+    if child.metrics_url is None:
+        return
     try:
         async with session.get(child.metrics_url, timeout=aiohttp.ClientTimeout(total=1)) as resp:
             text = await resp.text()
@@ -256,7 +261,7 @@ async def run_cluster(config_path: str, *, progress_interval_s: float | None = N
           ", ".join(f"{c.node_id} (pid {c.proc.pid})" for c in children), file=sys.stderr, flush=True)
     if on_started is not None:
         try:
-            on_started({c.node_id: c.proc.pid for c in children})
+            on_started({c.node_id: c.proc.pid for c in children if c.proc.pid is not None})   # all are forked
         except Exception as exc:            # noqa: BLE001 - the nodes run on; this process must wait for them
             print(f"cluster: on_started failed: {exc!r}", file=sys.stderr, flush=True)
 

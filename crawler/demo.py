@@ -162,7 +162,8 @@ def _rate(value) -> str:
 
 
 def _table(nodes: list[dict], report: dict) -> str:
-    head = f"{'node':>4}  {'pages':>6}  {'failures':>8}  {'splitter hits':>13}  {'DUE hits':>8}  {'sent to peers':>13}  {'pages/s':>7}"
+    head = (f"{'node':>4}  {'pages':>6}  {'failures':>8}  {'splitter hits':>13}  {'DUE hits':>8}  "
+            f"{'sent to peers':>13}  {'pages/s':>7}")
     lines = [head, "-" * len(head)]
     for s in sorted(nodes, key=lambda s: s["node"]):
         rates = s["cache_hit_rates"]

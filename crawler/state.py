@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from crawler.fsutil import fsync_dir
+from crawler.fsutil import atomic_file
 
 if TYPE_CHECKING:
     from crawler.due import DiskDUE
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
-TMP_SUFFIX = ".tmp"
 WRITE_BATCH_LINES = 4096               # records encoded before one write() call
 # A part's restore may find a well-formed file whose content it cannot use: these mean "skip the part".
 RESTORE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
@@ -96,35 +95,25 @@ class StateStore:
         """Replace part `name`'s file with `records` (one JSON object each); returns how many.
 
         Written in batches of lines (a large cache never becomes one big
-        string), then fsync, rename, fsync of the directory. On any error the old file
-        stays as it was and the error (OSError: disk full...) propagates.
+        string) through fsutil.atomic_file (fsync, rename, fsync of the directory). On
+        any error the old file stays as it was and the error (OSError: disk full...) propagates.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(name)
-        tmp = path.with_name(path.name + TMP_SUFFIX)
         count = 0
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                header = {"name": name, "version": version, "saved_at": round(time.time(), 3)}
-                out.write(json.dumps(header, sort_keys=True) + "\n")
-                encode, lines = self._encode, []
-                for record in records:                  # large caches: written in batches of lines
-                    lines.append(encode(record))
-                    if len(lines) == WRITE_BATCH_LINES:
-                        out.write("\n".join(lines) + "\n")
-                        count += len(lines)
-                        lines.clear()
-                if lines:
+        with atomic_file(self.path(name), "w", encoding="utf-8") as out:
+            header = {"name": name, "version": version, "saved_at": round(time.time(), 3)}
+            out.write(json.dumps(header, sort_keys=True) + "\n")
+            encode, lines = self._encode, []
+            for record in records:                  # large caches: written in batches of lines
+                lines.append(encode(record))
+                if len(lines) == WRITE_BATCH_LINES:
                     out.write("\n".join(lines) + "\n")
                     count += len(lines)
-                out.write(json.dumps({"end": name, "records": count}) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        fsync_dir(self.directory)
+                    lines.clear()
+            if lines:
+                out.write("\n".join(lines) + "\n")
+                count += len(lines)
+            out.write(json.dumps({"end": name, "records": count}) + "\n")
         return count
 
     def read(self, name: str, version: int) -> list[dict] | None:

@@ -40,7 +40,7 @@ def _rows(obj: Any, prefix: str = "") -> typing.Iterator[tuple[str, str, Any, st
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: _plain(v) for k, v in dataclasses.asdict(value).items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]

@@ -100,7 +100,7 @@ class _Builder:
                 self.fail(path, _type_name(tp), value)
             kt, vt = get_args(tp)
             return {self.value(kt, k, path, {}): self.value(vt, v, f"{path}.{k}", {}) for k, v in value.items()}
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.build(tp, value, path)
         if tp is bool:
             if not isinstance(value, bool):
@@ -185,7 +185,8 @@ def check(config: Config, source: str) -> None:
             raise ConfigError(f"{source}: {key}.policy: '{cache.policy}' is offline only (replay); "
                               "expected clock, lru, random or static")
         if cache.policy == "static" and not cache.preload_file:
-            raise ConfigError(f"{source}: {key}.preload_file: expected a .npy file of fingerprints for policy static, got None")
+            raise ConfigError(f"{source}: {key}.preload_file: expected a .npy file of fingerprints for policy static, "
+                              "got None")
     buckets = config.due.buckets
     if buckets & (buckets - 1):
         raise ConfigError(f"{source}: due.buckets: expected a power of two, got {buckets}")

@@ -19,7 +19,8 @@ def doc(text: str, unit: str = "", **extra) -> dict:
 
 def _f(default, text: str, unit: str = "", **extra):
     if isinstance(default, (list, dict)):
-        factory = (lambda d=default: type(d)(d))
+        def factory(d: list | dict = default) -> list | dict:   # a fresh copy for every instance
+            return type(d)(d)
         return field(default_factory=factory, metadata=doc(text, unit, **extra))
     return field(default=default, metadata=doc(text, unit, **extra))
 
@@ -37,7 +38,8 @@ class NodeConfig:
     host: str = _f("127.0.0.1", "Address peers connect to for this node's peer port.")
     peer_port: int = _f(7400, "TCP port of the peer server (0 = any free port; single node only).", min=0, max=65535)
     metrics_port: int = _f(9400, "Port of the Prometheus /metrics endpoint (0 = any free port).", min=0, max=65535)
-    source_address: str | None = _f(None, "Local address outgoing fetches are bound to, so servers can tell nodes apart.")
+    source_address: str | None = _f(None, "Local address outgoing fetches are bound to, so servers can tell nodes "
+                                          "apart.")
     proxy: str | None = _f(None, "This node's proxy (http://HOST:PORT or socks5h://HOST:PORT), instead of fetch.proxy; "
                                  "'' = no proxy for this node.")
 
@@ -47,7 +49,8 @@ class ClusterConfig:
     name: str = _f("local", "Cluster name; part of the peer handshake.")
     secret_env: str | None = _f("CRAWLER_CLUSTER_SECRET", "Environment variable holding the cluster secret.")
     secret_file: str | None = _f(None, "File holding the cluster secret (used instead of secret_env when set).")
-    partition: Literal["modulo", "rendezvous"] = _f("modulo", "How hosts map to nodes: host_fp mod N, or rendezvous hashing.")
+    partition: Literal["modulo", "rendezvous"] = _f("modulo", "How hosts map to nodes: host_fp mod N, or rendezvous "
+                                                              "hashing.")
     nodes: list[NodeConfig] = field(
         default_factory=lambda: [NodeConfig()],
         metadata=doc("One entry per crawling process."),
@@ -58,9 +61,11 @@ class ClusterConfig:
 
 @dataclass
 class CrawlConfig:
-    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed); relative to the config file.")
+    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed); relative to the config "
+                                      "file.")
     seeds: list[str] = _f([], "Seed URLs given inline.")
-    data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; relative to the config file.")
+    data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; "
+                                           "relative to the config file.")
     max_pages: int = _f(0, "Stop after this many fetches per node; 0 = no limit.", "pages", min=0)
     max_duration_s: float = _f(0.0, "Stop after this long; 0 = no limit.", "s", min=0)
     drain_timeout_s: float = _f(30.0, "On a clean stop (SIGTERM, SIGINT, a limit), fetches in flight may finish "
@@ -75,8 +80,8 @@ class CrawlConfig:
 @dataclass
 class DnsConfig:
     nameservers: list[str] = _f([], "Resolvers as ADDRESS or ADDRESS:PORT; empty = the system's.")
-    overrides: dict[str, str] = _f({}, "Static answers: a host name or '*.suffix' mapped to an address (like curl --resolve). "
-                                      "Override addresses are trusted by the private-network guard.")
+    overrides: dict[str, str] = _f({}, "Static answers: a host name or '*.suffix' mapped to an address (like curl "
+                                       "--resolve). Override addresses are trusted by the private-network guard.")
     timeout_s: float = _f(5.0, "Time allowed for one DNS query.", "s", min=0.001)
     tries: int = _f(2, "Query attempts before a lookup fails.", min=1)
     min_ttl_s: float = _f(60.0, "Positive answers are cached at least this long.", "s", min=0)
@@ -95,8 +100,8 @@ class TlsConfig:
                             "the origin's URLs are dropped. Off: any certificate is accepted (test webs only).")
     ca_file: str | None = _f(None, "PEM file of CA certificates trusted in addition to the system's (a private CA); "
                                    "relative to the config file.")
-    ca_dir: str | None = _f(None, "Directory of CA certificates in OpenSSL's hashed layout (openssl rehash), trusted in "
-                                  "addition to the system's; relative to the config file.")
+    ca_dir: str | None = _f(None, "Directory of CA certificates in OpenSSL's hashed layout (openssl rehash), trusted "
+                                  "in addition to the system's; relative to the config file.")
     client_cert_file: str | None = _f(None, "PEM client certificate presented to servers that ask for one (may hold "
                                             "the key too); relative to the config file.")
     client_key_file: str | None = _f(None, "PEM private key of client_cert_file, when it is not in that file; "
@@ -105,9 +110,11 @@ class TlsConfig:
 
 @dataclass
 class FetchConfig:
-    allow_private_networks: bool = _f(False, "Allow fetching private, loopback and link-local addresses (needed for local test webs "
-                                             "reached through DNS; override addresses are always allowed).")
-    max_body_bytes: int = _f(16 * 1024 * 1024, "Largest body accepted on the wire; larger ones are cut and recorded.", "bytes", min=1)
+    allow_private_networks: bool = _f(False, "Allow fetching private, loopback and link-local addresses (needed for "
+                                             "local test webs reached through DNS; override addresses are always "
+                                             "allowed).")
+    max_body_bytes: int = _f(16 * 1024 * 1024, "Largest body accepted on the wire; larger ones are cut and recorded.",
+                             "bytes", min=1)
     max_decoded_bytes: int = _f(64 * 1024 * 1024, "Largest body after content decoding (gzip bombs).", "bytes", min=1)
     max_header_bytes: int = _f(65536, "Largest response header line or field.", "bytes", min=256)
     connect_timeout_s: float = _f(10.0, "Time allowed to open a connection.", "s", min=0.001)
@@ -134,10 +141,11 @@ class FetchConfig:
 @dataclass
 class RobotsConfig:
     enabled: bool = _f(True, "Fetch and obey robots.txt (RFC 9309).")
-    max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).", "bytes", min=1)
+    max_bytes: int = _f(512000, "robots.txt is read up to this size (RFC 9309 asks for at least 500 KiB).",
+                        "bytes", min=1)
     cache_s: float = _f(86400.0, "How long a fetched robots.txt is trusted.", "s", min=0)
-    fetch_timeout_s: float = _f(10.0, "Time allowed for one robots.txt request (each hop of a redirect; bounds how long "
-                                      "an origin that never answers can hold a crawl).", "s", min=0.001)
+    fetch_timeout_s: float = _f(10.0, "Time allowed for one robots.txt request (each hop of a redirect; bounds how "
+                                      "long an origin that never answers can hold a crawl).", "s", min=0.001)
     error_retry_s: float = _f(2.0, "After a transient failure of robots.txt (5xx, 429, a timeout, a refused "
                                    "connection, a DNS SERVFAIL or REFUSED) the origin is treated as disallowed this "
                                    "long: its URLs are parked (kept queued, the host held back) and robots.txt is "
@@ -160,9 +168,11 @@ class RobotsConfig:
 
 @dataclass
 class PolitenessConfig:
-    delay_factor: float = _f(10.0, "Mercator's k: after a fetch that took x seconds, wait k*x before the host's next request.", min=0)
+    delay_factor: float = _f(10.0, "Mercator's k: after a fetch that took x seconds, wait k*x before the host's next "
+                                   "request.", min=0)
     min_delay_s: float = _f(0.0, "Least wait between two requests to one host.", "s", min=0)
-    max_delay_s: float = _f(60.0, "Most wait from delay_factor or Crawl-delay (an absurd Crawl-delay does not stall a host forever).", "s", min=0)
+    max_delay_s: float = _f(60.0, "Most wait from delay_factor or Crawl-delay (an absurd Crawl-delay does not stall a "
+                                  "host forever).", "s", min=0)
     respect_crawl_delay: bool = _f(True, "Obey robots.txt Crawl-delay.")
     max_retry_after_s: float = _f(3600.0, "Most a 429/503 Retry-After may hold back a host.", "s", min=0)
     default_retry_after_s: float = _f(30.0, "Back-off for a 429/503 that names no Retry-After.", "s", min=0)
@@ -175,7 +185,8 @@ class PolitenessConfig:
 class FrontierConfig:
     host_policy: str = _f("bfs", "Which allowed host is fetched next: bfs (oldest queued URL first), performance "
                                  "(expected pages per second R = P/T), quality (best queued URL), capability "
-                                 "(expected quality per second C = quality sum / T). Politeness holds under any policy.")
+                                 "(expected quality per second C = quality sum / T). Politeness holds under any "
+                                 "policy.")
     url_policy: str = _f("fifo", "Which URL of a host is fetched next: fifo (arrival order) or quality (best first, "
                                  "among the host's URLs held in RAM).")
     quality: str = _f("inlinks", "Where URL quality comes from: inlinks (links to the URL seen so far) or oracle "
@@ -219,11 +230,12 @@ class ParseConfig:
     follow_nofollow: bool = _f(False, "Also follow links marked rel=nofollow.")
     max_links_per_page: int = _f(10000, "URL candidates beyond this many on one page are not taken; they are counted "
                                         "as truncated_links (apart from non-crawlable ones).", "links", min=1)
-    inline_max_bytes: int = _f(262144, "HTML bodies larger than this are parsed in a worker thread, so one huge or hostile "
-                                       "page (deep nesting is quadratic in the parser) cannot stall the node's event loop.",
+    inline_max_bytes: int = _f(262144, "HTML bodies larger than this are parsed in a worker thread, so one huge or "
+                                       "hostile page (deep nesting is quadratic in the parser) cannot stall the "
+                                       "node's event loop.",
                                "bytes", min=0)
-    timeout_s: float = _f(10.0, "A page parsed in a thread that takes longer is recorded as parse_timeout and its links "
-                                "are not followed.", "s", min=0.001)
+    timeout_s: float = _f(10.0, "A page parsed in a thread that takes longer is recorded as parse_timeout and its "
+                                "links are not followed.", "s", min=0.001)
     threads: int = _f(2, "Threads for parsing large pages.", min=1)
     content_seen_size: int = _f(1_048_576, "Body fingerprints the content-seen test holds (8.2 bytes each, allocated "
                                            "at start); when full it forgets (CLOCK): a forgotten mirror's links are "
@@ -247,24 +259,30 @@ class FilterConfig:
 @dataclass
 class PeersConfig:
     """Tunables of the peer transport (crawler/peers/options.py holds the same names)."""
-    listen_host: str | None = _f(None, "Address the peer server binds (e.g. 0.0.0.0 in a container); null = the node's host.")
-    queue_batches: int = _f(64, "Batches per peer waiting in memory; sending awaits (backpressure) when full and the peer is up.", "batches", min=1)
+    listen_host: str | None = _f(None, "Address the peer server binds (e.g. 0.0.0.0 in a container); null = the "
+                                       "node's host.")
+    queue_batches: int = _f(64, "Batches per peer waiting in memory; sending awaits (backpressure) when full and the "
+                                "peer is up.", "batches", min=1)
     window_batches: int = _f(8, "Batches per peer sent but not yet acknowledged.", "batches", min=1)
-    max_frame_bytes: int = _f(16 * 1024 * 1024, "Largest frame accepted or sent; bigger batches are split. Same on every node.", "bytes", min=4096)
+    max_frame_bytes: int = _f(16 * 1024 * 1024, "Largest frame accepted or sent; bigger batches are split. Same on "
+                                                "every node.", "bytes", min=4096)
     max_control_bytes: int = _f(65536, "Largest control message.", "bytes", min=256)
     connect_timeout_s: float = _f(5.0, "Time allowed to open a TCP connection to a peer.", "s", min=0.001)
     handshake_timeout_s: float = _f(5.0, "Time allowed for the authentication handshake.", "s", min=0.001)
     ping_interval_s: float = _f(5.0, "A silent link sends a PING after this long.", "s", min=0.001)
-    dead_after_s: float = _f(15.0, "A link waiting for an answer that hears nothing this long is dropped and reconnected.", "s", min=0.001)
+    dead_after_s: float = _f(15.0, "A link waiting for an answer that hears nothing this long is dropped and "
+                                   "reconnected.", "s", min=0.001)
     ack_timeout_s: float = _f(60.0, "A batch unacknowledged this long drops the link.", "s", min=0.001)
     reconnect_min_s: float = _f(0.1, "First reconnect delay; doubles per failure, with jitter.", "s", min=0.001)
     reconnect_max_s: float = _f(30.0, "Cap of the reconnect delay.", "s", min=0.001)
-    spill_after_s: float = _f(10.0, "A peer down this long has its queued batches spilled to disk (earlier when its queue is full).", "s", min=0.001)
+    spill_after_s: float = _f(10.0, "A peer down this long has its queued batches spilled to disk (earlier when its "
+                                    "queue is full).", "s", min=0.001)
     spool_segment_bytes: int = _f(64 * 1024 * 1024, "Spool files are rotated beyond this size.", "bytes", min=4096)
     recv_buffer_batches: int = _f(32, "Per incoming connection: frames read but not yet processed.", "batches", min=1)
     max_handshakes: int = _f(64, "Incoming connections allowed in the handshake at once.", "connections", min=1)
-    termination_round_s: float = _f(0.1, "How often the coordinator (node 0) polls the cluster for the end of the crawl; "
-                                         "while another node is busy the polls space out to 8 times this.", "s", min=0.001)
+    termination_round_s: float = _f(0.1, "How often the coordinator (node 0) polls the cluster for the end of the "
+                                         "crawl; while another node is busy the polls space out to 8 times this.",
+                                    "s", min=0.001)
 
 
 # --- splitter, DUE ------------------------------------------------------------------
@@ -286,7 +304,8 @@ class SplitterLogConfig:
 @dataclass
 class SplitterConfig:
     cache: CacheConfig = _sub(CacheConfig, "The splitter's URL cache.")
-    cache_scope: Literal["cross", "all"] = _f("cross", "Which URLs pass the splitter cache: only those bound for peers, or all.")
+    cache_scope: Literal["cross", "all"] = _f("cross", "Which URLs pass the splitter cache: only those bound for "
+                                                       "peers, or all.")
     batch_size: int = _f(1000, "A peer batch is sent at this many URLs...", "urls", min=1)
     batch_ms: float = _f(200.0, "...or this long after its first URL, whichever comes first.", "ms", min=0)
     log: SplitterLogConfig = _sub(SplitterLogConfig, "Binary stream log for replay.")

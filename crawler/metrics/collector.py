@@ -52,12 +52,14 @@ class NodeCollector(Collector):
                        [], {(): s["robots_denied"]})
         yield _counter("crawler_robots_parked", "URLs put back because their origin's robots.txt was unreachable.",
                        [], {(): s["robots_parked"]})
-        yield _counter("crawler_robots_unreachable", "URLs dropped: robots.txt unreachable past robots.error_max_retries.",
+        yield _counter("crawler_robots_unreachable",
+                       "URLs dropped: robots.txt unreachable past robots.error_max_retries.",
                        [], {(): s["robots_unreachable"]})
         yield _counter("crawler_urls_dropped", "URLs dropped without a request because their origin failed "
                        "permanently (no such name, a certificate that fails verification), by that reason.",
                        ["reason"], s["urls_dropped"])
-        yield _gauge("crawler_crawl_pages", "The crawl's fetches with an HTTP response since it began, across restarts.",
+        yield _gauge("crawler_crawl_pages",
+                     "The crawl's fetches with an HTTP response since it began, across restarts.",
                      0, ["status_class", "kind"], s["crawl_pages"])
         yield _gauge("crawler_crawl_bytes", "The crawl's body bytes received since it began, across restarts.",
                      0, ["status_class"], s["crawl_bytes"])

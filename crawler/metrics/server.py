@@ -23,7 +23,7 @@ class MetricsServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]        # the port chosen when it was 0
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self.registry)

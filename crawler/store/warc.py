@@ -15,6 +15,7 @@ import os
 import time
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 from warcio.statusandheaders import StatusAndHeaders
@@ -39,7 +40,7 @@ class WarcStore:
         self.node_id = node_id
         self._stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         self._seq = 0
-        self._file = None
+        self._file: BinaryIO | None = None
         self._buf = io.BytesIO()                 # one record, uncompressed, before it becomes a gzip member
         self._writer = WARCWriter(self._buf, gzip=False)
         self._level = config.gzip_level
@@ -68,6 +69,7 @@ class WarcStore:
         buf.seek(0)
         buf.truncate()
         self._writer.write_record(record)
+        assert self._file is not None, "_open() comes first"
         self._file.write(zlib.compress(buf.getbuffer(), self._level, wbits=_GZIP_WBITS))
 
     def write(self, result) -> None:

@@ -25,7 +25,7 @@ from crawler.fetch.dns import DnsError, Resolver, _Entry
 from crawler.fetch.fetcher import Fetcher
 from crawler.fetch.guard import PrivateAddressError
 from crawler.fetch.robots import DEAD, ERROR, FETCHED, MISSING, RobotsCache
-from crawler.node import Counters
+from crawler.node import PageCounts
 from crawler.state import StateStore, restore_all, save_all
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
@@ -118,16 +118,16 @@ async def test_save_all_and_restore_all_skip_an_unusable_part(tmp_path, caplog):
 
 
 def test_counters_round_trip_and_sum():
-    c = Counters(fetches=3, robots_fetches=1, robots_parked=2)
+    c = PageCounts(fetches=3, robots_fetches=1, robots_parked=2)
     c.pages[("2xx", "page")] += 3
     c.bytes["2xx"] += 100
     c.errors["read_timeout"] += 1
-    back = Counters.from_json(json.loads(json.dumps(c.to_json())))
+    back = PageCounts.from_json(json.loads(json.dumps(c.to_json())))
     assert back == c
     total = back + c
     assert (total.fetches, total.pages[("2xx", "page")], total.bytes["2xx"], total.robots_parked) == (6, 6, 200, 4)
     with pytest.raises(ValueError):
-        Counters.from_json({"fetches": -1})
+        PageCounts.from_json({"fetches": -1})
 
 
 # --- robots.txt cache ---------------------------------------------------------------------------
