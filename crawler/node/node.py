@@ -46,8 +46,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from crawler.cache import Cache, cache_from_config
 from crawler._native import COMPILED, KERNELS, kernels_line
+from crawler.cache import Cache, cache_from_config
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
 from crawler.due import DiskDUE
