@@ -210,8 +210,11 @@ class FrontierConfig:
     confirm_interval_s: float = _f(1.0, "Cluster only: how often fetched pages are confirmed done, once their "
                                          "cross-host links are ACKed or spooled; a crash repeats the pages fetched "
                                          "since the last confirmation.", "s", min=0.01)
-    resume_wait_s: float = _f(30.0, "After a crash, a host that had a request in flight waits this long before "
-                                    "it is contacted again (the length of the cut request is unknown).", "s", min=0)
+    resume_wait_s: float | None = _f(None, "After a crash, a host that had a request in flight waits this long "
+                                           "before it is contacted again (the length of the cut request, so the "
+                                           "delay it earned, is unknown). null: politeness.max_delay_s, the longest "
+                                           "delay a response can earn; a shorter wait is for webs known to be fast.",
+                                     "s", min=0)
 
 
 # --- link handling ----------------------------------------------------------------

@@ -60,6 +60,7 @@ class FrontierCheckpoints:
 
     # The frontier's state this half reads and rebuilds (set by Frontier.__init__).
     config: FrontierConfig
+    resume_wait_s: float
     directory: Path | None
     resumed: bool
     queued: int
@@ -295,7 +296,7 @@ class FrontierCheckpoints:
             # journal holds records: the next checkpoint must not reuse that number and append a
             # second copy of them to the file it would then start.
             self._gen = max(self._gen, max(journal_generation(j) for j in journals))
-        wait = self.config.resume_wait_s
+        wait = self.resume_wait_s
         for name in crashed:
             h = self._hosts.get(name)
             if h is not None:

@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from crawler.config.schema import FrontierConfig
+from crawler.config.schema import FrontierConfig, PolitenessConfig
 from crawler.frontier.checkpoint import CheckpointPlan, FrontierCheckpoints
 from crawler.frontier.hostqueue import BLOCKED, BUSY, FIRST, IDLE, READY, WAITING, HostQueue
 from crawler.frontier.journal import FrontierJournal
@@ -50,8 +50,15 @@ class Frontier(FrontierCheckpoints):
     """Politeness-aware, policy-ranked, disk-spilling, restartable URL frontier."""
 
     def __init__(self, config: FrontierConfig, workers: int, *, directory: str | Path | None = None,
-                 per_ip: bool = False, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
+                 per_ip: bool = False, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 max_delay_s: float | None = None) -> None:
+        """`max_delay_s`: politeness.max_delay_s, what a host whose request a crash cut waits unless
+        frontier.resume_wait_s is set (the delay that request earned is unknown, at most this)."""
         self.config = config
+        if config.resume_wait_s is not None:
+            self.resume_wait_s = config.resume_wait_s
+        else:
+            self.resume_wait_s = max_delay_s if max_delay_s is not None else PolitenessConfig().max_delay_s
         self.workers = workers
         self._per_ip = per_ip
         self._chunk = config.chunk_urls

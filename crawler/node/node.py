@@ -118,7 +118,7 @@ class Node:
         self.peers: PeerNetwork | None = None
         self.termination: Termination | None = None
         self.frontier = Frontier(c.frontier, c.workers, directory=self.data_dir / "frontier",
-                                 per_ip=c.politeness.per_ip)
+                                 per_ip=c.politeness.per_ip, max_delay_s=c.politeness.max_delay_s)
         self.frontier.on_storage_error = self.storage_failed
         self.scorer = self._scorer()
         self.visitor = Visitor(self)
