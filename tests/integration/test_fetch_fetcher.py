@@ -15,6 +15,7 @@ from email.utils import formatdate
 import brotli
 import pytest
 from aiohttp import web
+from tests.support.ports import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
@@ -496,10 +497,7 @@ async def test_url_checks_before_sending(server, make_fetcher):
 
 
 async def test_connection_refused(make_fetcher):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     res = await (await make_fetcher()).fetch(f"http://127.0.0.1:{port}/")
     assert res.reason == R.CONNECT_ERROR and res.status == 0 and res.ip is None
 

@@ -13,6 +13,7 @@ import textwrap
 import time
 
 import pytest
+from tests.support.ports import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
@@ -34,12 +35,6 @@ SERVER = textwrap.dedent("""
     app.router.add_get("/", page)
     web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
 """)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

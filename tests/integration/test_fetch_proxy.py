@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from tests.integration.servers import POLL_S, START_TIMEOUT_S, Dnsmasq, free_tcp_port, require_binary, stop_process
+from tests.support.ports import free_port
+from tests.support.processes import POLL_S, START_TIMEOUT_S, require_binary, stop_process
+from tests.support.servers import Dnsmasq
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -56,7 +58,7 @@ class Tinyproxy:
 
     def __init__(self, tmp: Path, *, connect_ports: list[int] | None = None) -> None:
         self.binary = require_binary("tinyproxy", "tinyproxy")
-        self.port = free_tcp_port()
+        self.port = free_port()
         self.conf = tmp / "tinyproxy.conf"
         self.log_path = tmp / "tinyproxy.log"
         lines = [f"Port {self.port}", "Listen 127.0.0.1", f"Bind {TINYPROXY_OUT}", "Timeout 10",
@@ -107,7 +109,7 @@ class Microsocks:
 
     def __init__(self, tmp: Path) -> None:
         self.binary = require_binary("microsocks", "microsocks")
-        self.port = free_tcp_port()
+        self.port = free_port()
         self.log_path = tmp / "microsocks.log"
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -328,7 +330,7 @@ async def test_guard_judges_targets_before_the_proxy(tmp_path, dnsmasq, target, 
 @pytest.mark.parametrize("scheme", ["http", "socks5h"])
 @pytest.mark.parametrize("https", [False, True], ids=["http", "https"])
 async def test_dead_proxy_is_proxy_error(target, make_fetcher, scheme, https):
-    port = free_tcp_port()                              # nothing listens there
+    port = free_port()                              # nothing listens there
     res = await make_fetcher(f"{scheme}://127.0.0.1:{port}").fetch(target.url(https))
     assert res.reason == R.PROXY_ERROR and res.status == 0, (res.reason, res.detail)
     assert str(port) in res.detail
@@ -346,7 +348,7 @@ async def test_connect_refused_by_the_proxy_is_proxy_error(tmp_path, target, mak
 
 
 async def test_socks_error_is_proxy_error(microsocks, make_fetcher):
-    port = free_tcp_port()                              # the proxy's connect to the target is refused
+    port = free_port()                              # the proxy's connect to the target is refused
     res = await make_fetcher(microsocks.url).fetch(f"http://127.0.0.1:{port}/")
     assert res.reason == R.PROXY_ERROR and res.status == 0, (res.reason, res.detail)
 
@@ -354,7 +356,7 @@ async def test_socks_error_is_proxy_error(microsocks, make_fetcher):
 async def test_http_proxy_error_page_for_a_plain_http_target_is_its_response(tinyproxy, make_fetcher):
     """Plain HTTP through a proxy has no tunnel: when the proxy cannot reach the target, its error page IS
     the response (tinyproxy: 500). The fetcher cannot tell it from the origin's own; documented."""
-    port = free_tcp_port()
+    port = free_port()
     res = await make_fetcher(tinyproxy.url).fetch(f"http://127.0.0.1:{port}/")
     assert (res.reason, res.status) == (R.OK, 500)
     assert b"Unable to connect" in res.body

@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
-from tests.integration.servers import START_TIMEOUT_S, free_tcp_port, require_binary, stop_process
+from tests.support.ports import free_port
+from tests.support.processes import START_TIMEOUT_S, require_binary, stop_process
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -237,7 +238,7 @@ async def test_client_certificate(pki, mtls_server, make_fetcher):
 def openssl_mtls_server(pki, tmp_path):
     """`openssl s_server` over TLS 1.3 requiring a client certificate; yields its port."""
     openssl = require_binary("openssl", "openssl")
-    port = free_tcp_port()
+    port = free_port()
     files = pki.server["good"]
     proc = subprocess.Popen([openssl, "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(files.cert),
                              "-key", str(files.key), "-CAfile", str(pki.ca_file), "-Verify", "1",

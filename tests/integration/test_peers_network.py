@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork

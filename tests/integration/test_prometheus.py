@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.servers import free_tcp_port, require_binary, stop_process
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.fixtures import REPO
+from tests.support.ports import free_port
+from tests.support.processes import require_binary, run_crawler, stop_process
 from tests.unit.test_metrics_docs import (
     SAMPLE_SUFFIXES,
     dashboard_exprs,
@@ -41,7 +42,6 @@ from tests.unit.test_metrics_docs import (
 
 from crawler.testweb.process import TestWebProcess
 
-REPO = Path(__file__).resolve().parents[2]
 PROM_DIR = REPO / "deploy" / "prometheus"
 CONFIG = PROM_DIR / "prometheus.yml"
 RULES = PROM_DIR / "rules.yml"
@@ -140,7 +140,7 @@ class Prometheus:
 
     def __init__(self, tmp: Path, config: dict) -> None:
         self.binary = require_binary("prometheus", "prometheus")
-        self.port = free_tcp_port()
+        self.port = free_port()
         self.config_path = write_config(tmp / "prometheus.yml", config)
         self.log_path = tmp / "prometheus.log"
         self.args = [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={tmp / 'tsdb'}",

@@ -16,8 +16,8 @@ import json
 
 import numpy as np
 import pytest
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.processes import run_crawler
 
 from crawler.splitter import FLAG_CROSS, read_records
 from crawler.testweb.process import TestWebProcess

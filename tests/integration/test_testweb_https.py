@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 from cryptography import x509
-from tests.integration.servers import Nginx, free_tcp_port, require_binary
+from tests.support.ports import free_port
+from tests.support.processes import require_binary
+from tests.support.servers import Nginx
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import REFUSAL_REASONS, CrawlRules, expected_crawl
@@ -246,10 +248,10 @@ async def test_nginx_serves_the_https_export(tmp_path):
     nginx = require_binary("nginx", "nginx")
     web = build_web(WebParams(hosts=8, pages=160, seed=4, **{k: getattr(PARAMS, k) for k in
                                                              ("https_share", "https_redirect_share", "tls_bad_hosts")}))
-    port = free_tcp_port()
-    tls_port = free_tcp_port()
+    port = free_port()
+    tls_port = free_port()
     while tls_port == port:
-        tls_port = free_tcp_port()
+        tls_port = free_port()
     site = prepare_nginx(web, tmp_path / "root", tmp_path / "logs", port, tls_port=tls_port, nginx=nginx)
     ctx = client_context(site.ca_file)
     with Nginx(site.command, port):

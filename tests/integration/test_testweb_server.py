@@ -18,6 +18,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tests.support.ports import free_port
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
@@ -249,12 +250,6 @@ async def test_cli_process_serves_what_its_manifest_says(tmp_path):
 # --- nginx ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
@@ -277,7 +272,7 @@ def nginx_binary():
 
 async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
     web = build_web(WebParams(hosts=8, pages=160, seed=4))
-    port = _free_port()
+    port = free_port()
     root = tmp_path / "root"
     export_static(web, root, port)
     logs = tmp_path / "logs"

@@ -1,7 +1,7 @@
 """Properties of crawler.parse's small parsers against plain references (hypothesis).
 
 - `srcset_urls` keeps exactly the candidates of a step-by-step transcription
-  of the HTML standard's "parse a srcset attribute" (tests/parse_support.py),
+  of the HTML standard's "parse a srcset attribute" (tests/support/parse_reference.py),
   on free text and on srcset-shaped text (URLs with commas, descriptors,
   parentheses, stray commas and whitespace);
 - `refresh_url` equals the transcription of "parse a refresh value";
@@ -20,7 +20,7 @@ import re
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from tests.parse_support import refresh_reference, srcset_reference
+from tests.support.parse_reference import refresh_reference, srcset_reference
 
 from crawler.parse.css import css_urls, css_urls_reference
 from crawler.parse.refresh import refresh_url

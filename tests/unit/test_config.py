@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 import yaml
-from tests.conftest import REPO
+from tests.support.fixtures import REPO
 
 from crawler.config import Config, ConfigError, cluster_secret, from_dict, load
 from crawler.config.docs import render_example, render_markdown

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.conftest import REPO, free_port
+from tests.support.fixtures import REPO
+from tests.support.ports import free_port
 
 from crawler.config import cluster_secret, from_dict
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.due_support import batch, fp_of
+from tests.support.due import batch, fp_of
 
 import crawler.due.disk as disk_module
 from crawler.cache import make_cache
@@ -271,7 +271,7 @@ def test_the_due_runs_without_the_extension(tmp_path: Path) -> None:
         "from crawler.due import kernel\n"
         "from crawler.due.disk import DiskDUE\n"
         "from crawler.config.schema import DueConfig\n"
-        "from tests.due_support import batch\n"
+        "from tests.support.due import batch\n"
         "assert not kernel.COMPILED\n"
         "d = Path(sys.argv[1]); c = DueConfig(buffer_size=50)\n"
         "due = DiskDUE(d, c, durable=False); out = due.submit(*batch(list(range(30)) * 2)); due.close()\n"

@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
+from tests.support.crawls import LINGER_STOP_TIMEOUT_S, lingering_node
+from tests.support.fixtures import REPO
 
 from crawler.testweb import WebParams
 
-REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "metrics.md"
 RULES = REPO / "deploy" / "prometheus" / "rules.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboard.json"

@@ -1,7 +1,7 @@
 """crawler.parse against independent references on the 60 saved real pages.
 
 - html5lib (a spec-compliant tree builder independent of Lexbor) with the
-  default link sources written out again in tests/parse_support.py, plain
+  default link sources written out again in tests/support/parse_reference.py, plain
   transcriptions of the srcset and refresh algorithms, and CSS read rule by
   rule (tinycss2's parse_stylesheet route, not our token scan): recall and
   precision of our links over all pages, as multisets of canonical URLs;
@@ -15,8 +15,8 @@ from collections import Counter
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
-from tests.conftest import testdata as public_testdata
-from tests.parse_support import Html5libReference, css_reference
+from tests.support.fixtures import testdata as public_testdata
+from tests.support.parse_reference import Html5libReference, css_reference
 
 from crawler.config.schema import ParseConfig
 from crawler.parse import LinkExtractor

@@ -6,56 +6,14 @@ absent, the fixture skips the test and prints why.
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-
-from crawler.ports import free_port
-
-SBIN_DIRS = "/usr/sbin:/usr/local/sbin"  # where distributions put daemons when PATH lacks them
-START_TIMEOUT_S = 10.0
-STOP_TIMEOUT_S = 5.0
-POLL_S = 0.02
-
-
-def find_binary(name: str) -> str | None:
-    return shutil.which(name) or shutil.which(name, path=SBIN_DIRS)
-
-
-def require_binary(name: str, package: str) -> str:
-    path = find_binary(name)
-    if path is None:
-        reason = f"{name} not installed (Debian package {package}; scripts/test.sh installs it)"
-        print(reason)
-        pytest.skip(reason)
-    return path
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def free_tcp_port() -> int:
-    """A port for a server a test starts later: below the ephemeral range (crawler/ports.py)."""
-    return free_port()
-
-
-def stop_process(proc: subprocess.Popen | None) -> None:
-    """SIGTERM that one child by PID, SIGKILL if it does not go."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
+from tests.support.ports import free_udp_port
+from tests.support.processes import POLL_S, START_TIMEOUT_S, require_binary, stop_process
 
 
 class Dnsmasq:
