@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.strategies import fingerprint_traces
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64, SplitMix64
@@ -31,12 +32,8 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=
 
 # --- inputs: short request sequences over a small pool of fingerprints ---------
 
-@st.composite
-def traces(draw, max_len: int = 120):
-    pool = draw(st.lists(st.one_of(st.integers(0, 40), st.sampled_from([0, 1, MASK64, MASK64 - 1]),
-                                   st.integers(0, MASK64)), min_size=1, max_size=45, unique=True))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_len))
-    return [pool[i] for i in picks]
+def traces(max_len: int = 120) -> st.SearchStrategy[list[int]]:
+    return fingerprint_traces(max_len, max_distinct=45)
 
 
 @st.composite
