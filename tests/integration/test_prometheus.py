@@ -31,7 +31,7 @@ from tests.support.configs import NODES, SECRET, cluster_config, write_config
 from tests.support.fixtures import REPO
 from tests.support.ports import free_port
 from tests.support.processes import require_binary, run_crawler, stop_process
-from tests.unit.test_metrics_docs import (
+from tests.integration.test_metrics_docs import (
     SAMPLE_SUFFIXES,
     dashboard_exprs,
     docs_promql_examples,
