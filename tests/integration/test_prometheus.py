@@ -29,9 +29,7 @@ import pytest
 import yaml
 from tests.support.configs import NODES, SECRET, cluster_config, write_config
 from tests.support.fixtures import REPO
-from tests.support.ports import free_port
-from tests.support.processes import require_binary, run_crawler, stop_process
-from tests.integration.test_metrics_docs import (
+from tests.support.metrics_docs import (
     SAMPLE_SUFFIXES,
     dashboard_exprs,
     docs_promql_examples,
@@ -39,6 +37,8 @@ from tests.integration.test_metrics_docs import (
     grafana_to_promql,
     recording_rules,
 )
+from tests.support.ports import free_port
+from tests.support.processes import require_binary, run_crawler, stop_process
 
 from crawler.testweb.process import TestWebProcess
 
