@@ -138,10 +138,6 @@ def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
 
 
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
-
-
 def test_on_started_gets_each_running_node_pid_and_a_failing_callback_stops_nothing(tmp_path):
     """run_cluster's `on_started` (the cluster bench pins each node to a CPU with it) gets every
     node's pid while the nodes run: children of the launcher this process started. A callback

@@ -55,7 +55,8 @@ def config(tmp_path, seeds: str, data: str) -> dict:
 def test_full_disk_stops_clearly_and_the_state_resumes(tmp_path, small_disk):
     with TestWebProcess(tmp_path / "web", ["--hosts", "20", "--pages", "1500", "--no-bad-host",
                                            "--no-slow-host"]) as web:
-        full = write_config(tmp_path / "full.yaml", config(tmp_path, web.info["seeds"], str(small_disk / "node-{node}")))
+        full = write_config(tmp_path / "full.yaml",
+                            config(tmp_path, web.info["seeds"], str(small_disk / "node-{node}")))
         code, out, err = run_crawler(["run", "-c", str(full)], timeout_s=120)
         assert code == 3, (code, err[-3000:])
         summary = last_json(out)

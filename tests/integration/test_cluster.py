@@ -36,7 +36,8 @@ def cluster_crawl(tmp_path_factory):
     import json
     tmp = tmp_path_factory.mktemp("cluster")
     with TestWebProcess(tmp / "web", ["--hosts", "100", "--pages", "5000", "--private-links", "--stall-s", "4",
-                                      "--https-share", "0.2", "--https-redirect-share", "0.2", "--tls-bad-hosts"]) as web:
+                                      "--https-share", "0.2", "--https-redirect-share", "0.2",
+                                      "--tls-bad-hosts"]) as web:
         config = write_config(tmp / "crawl.yaml", cluster_config(tmp, web.info["seeds"], web.info["ca_file"]))
         code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"], timeout_s=500,
                                      env=SECRET)

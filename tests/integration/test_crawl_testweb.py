@@ -90,7 +90,8 @@ def test_bad_input_is_counted_and_logged_never_fatal(crawl):
     assert summary["robots_parked"] >= 1
     assert any(r["reason"] == "robots_fetched_disallowed" and "robots500." in r["url"] for r in log)
     # every fetch has one crawl-log line
-    assert sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_")) == summary["fetches"]
+    assert (sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_"))
+            == summary["fetches"])
 
 
 def test_warc_holds_every_response(crawl):

@@ -222,7 +222,7 @@ def make_app(bomb: bytes, seen: list[str], br_bomb: bytes = b"") -> web.Applicat
 
     @routes.get("/loop-b")
     async def loop_b(request):
-        return web.Response(status=302, headers={"Location": "http://127.0.0.1:%d/loop-a" % request.url.port})
+        return web.Response(status=302, headers={"Location": f"http://127.0.0.1:{request.url.port:d}/loop-a"})
 
     @routes.get("/429")
     async def too_many(request):

@@ -54,7 +54,8 @@ class Web:
         if request.path == "/robots.txt":
             n = sum(1 for h in self.hits if h.host == host and h.path == "/robots.txt")
             status = self.robots_status(host, n)
-            resp = web.Response(body=ROBOTS, content_type="text/plain") if status == 200 else web.Response(status=status)
+            resp = (web.Response(body=ROBOTS, content_type="text/plain") if status == 200
+                    else web.Response(status=status))
         else:
             step = 0 if request.path == "/" else int(request.path.rsplit("/", 1)[1])
             links = "<a href='/private/x'>x</a>"

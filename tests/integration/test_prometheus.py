@@ -255,7 +255,7 @@ def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     assert {k for k, _ in expected} == {str(i) for i in range(NODES)}
     assert {c for _, c in expected} == {"due", "splitter"}          # a cluster has cross-host traffic
     assert measured == pytest.approx(expected, abs=HIT_RATE_TOLERANCE)
-    for (node, cache), rate in expected.items():                     # the rounded figures the summary prints
+    for node, cache in expected:                     # the rounded figures the summary prints
         assert round(measured[(node, cache)], 4) == pytest.approx(nodes[int(node)]["cache_hit_rates"][cache],
                                                                   abs=1e-4)
     totals = prom.values("crawler_cluster:cache_hit_rate:ratio", at, "cache")

@@ -294,11 +294,13 @@ async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
             async with s.get(base + "/", headers={"Host": f"{h0.name}:{port}"}) as resp:
                 assert resp.status == 200 and await resp.read() == r.page(web.seed_ids[0], port)
                 assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
-            uid, red = next((u, d) for u, d in web.redirects.items() if web.hosts[int(web.url_host[u])].role is Role.ORDINARY)
+            uid, red = next((u, d) for u, d in web.redirects.items()
+                            if web.hosts[int(web.url_host[u])].role is Role.ORDINARY)
             async with s.get(base + web.url_path[uid], headers={"Host": web.hosts[int(web.url_host[uid])].name},
                              allow_redirects=False) as resp:
                 assert resp.status == red.status and resp.headers["Location"] == r.location(uid, port)
-            for host, path, status in (("robots500.web.test", "/robots.txt", 500), ("norobots.web.test", "/robots.txt", 404),
+            for host, path, status in (("robots500.web.test", "/robots.txt", 500),
+                                       ("norobots.web.test", "/robots.txt", 404),
                                        ("bad.web.test", "/", 404), (h0.name, "/gone/0.html", 404)):
                 async with s.get(base + path, headers={"Host": host}) as resp:
                     assert resp.status == status, (host, path)

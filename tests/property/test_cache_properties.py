@@ -124,7 +124,7 @@ def belady_misses(trace: list[int], capacity: int) -> int:
             continue
         misses += 1
         if len(cached) == capacity:
-            def next_request(key: int) -> int:
+            def next_request(key: int, t: int = t) -> int:
                 rest = trace[t + 1:]
                 return rest.index(key) if key in rest else len(trace)
             cached.remove(max(cached, key=next_request))

@@ -115,7 +115,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             f.shutdown()
             f = frontier(policy, directory)
         elif kind == "crash":
-            for host, url in inflight:           # killed mid-fetch: these may be fetched again
+            for _host, url in inflight:          # killed mid-fetch: these may be fetched again
                 fetched[url] += 1
                 allowed_twice[url] += 1
             inflight.clear()

@@ -511,7 +511,8 @@ def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, h
 
 
 def test_a_window_the_mapper_thread_could_not_prepare_is_mapped_here(tmp_path: Path, monkeypatch) -> None:
-    """A full disk in the mapper thread: the slide maps the window itself, and fails the append if the disk is still full."""
+    """A full disk in the mapper thread: the slide maps the window itself, and fails the append if the disk is
+    still full."""
     import crawler.due.journal as journal_module
     monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 13)
     monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", 1 << 12)
