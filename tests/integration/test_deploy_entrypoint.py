@@ -84,6 +84,7 @@ def test_finished_crawl_leaves_a_marker_and_is_not_run_again(run_env, tmp_path):
     assert entrypoint(run_env, "health").returncode == 0, "a finished node is healthy"
 
 
+@pytest.mark.slow
 def test_node_id_comes_from_the_host_name(run_env):
     write_config(Path(run_env["CRAWLER_CONFIG"]))      # one node: id 0 only
     result = entrypoint(dict(run_env, HOSTNAME="crawler-7.crawler.crawl.svc.cluster.local"))

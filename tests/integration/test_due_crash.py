@@ -134,6 +134,7 @@ def run_child(directory: Path, start: int, background: bool, point: str, nth: in
     return complete, finished
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("background", [False, True], ids=["sync", "background"])
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, background: bool) -> None:
     rng = random.Random(1234 + background)

@@ -604,6 +604,7 @@ async def test_connection_cap_queues_fetches_outside_their_timeouts(make_fetcher
     assert all(r.duration_s < hold_s * 2 for r in results)          # the queue is not in the fetch's time
 
 
+@pytest.mark.slow
 async def test_trickling_body_is_too_slow_at_the_defaults(server, make_fetcher):
     """2 KiB/s, under the default floor of 4096 bytes/s: cut at the first sweep after the first 10 s window."""
     base, _ = server

@@ -14,6 +14,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+import pytest
 from aiohttp import web
 from tests.support.configs import one_node_config
 
@@ -90,6 +91,7 @@ def gaps_after_slow_down(hits: list[Hit], wait_s: float) -> list[tuple[str, int,
     return short
 
 
+@pytest.mark.slow
 async def test_every_429_and_503_holds_its_host_last_tries_included(tmp_path):
     paths = ["/a", "/b", "/c"]
     async with Web() as server:

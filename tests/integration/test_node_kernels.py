@@ -45,6 +45,7 @@ def node_info(port: int) -> dict:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forced_off", [True, False], ids=["python-twins", "as-built"])
 def test_a_node_says_which_kernels_it_runs(tmp_path, forced_off):
     if not forced_off and NATIVE is None:

@@ -228,11 +228,13 @@ def scraped_crawl(tmp_path_factory):
             prom.stop()
 
 
+@pytest.mark.slow
 def test_every_node_was_up_and_scraped(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     assert prom.values(f'up{{job="{JOB}"}}', at, "node") == {str(i): 1.0 for i in range(NODES)}
 
 
+@pytest.mark.slow
 def test_pages_rules_equal_the_summaries(scraped_crawl):
     prom, nodes, cluster, at = scraped_crawl
     assert cluster["pages"] > 300
@@ -247,6 +249,7 @@ def test_pages_rules_equal_the_summaries(scraped_crawl):
     assert peak[CLUSTER] > 0
 
 
+@pytest.mark.slow
 def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     prom, nodes, cluster, at = scraped_crawl
     measured = prom.values("crawler:cache_hit_rate:ratio", at, ("node", "cache"))
@@ -267,6 +270,7 @@ def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     assert all(math.isnan(v) or 0 <= v <= 1 for v in recent.values()), recent
 
 
+@pytest.mark.slow
 def test_error_ratio_rule_equals_the_summaries(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     measured = prom.values("crawler:fetch_errors:ratio", at, "node")
@@ -274,6 +278,7 @@ def test_error_ratio_rule_equals_the_summaries(scraped_crawl):
     assert measured == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_peer_traffic_is_scraped(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     sent = prom.values("sum by (node) (crawler_peer_bytes_sent_total)", at, "node")
@@ -282,6 +287,7 @@ def test_peer_traffic_is_scraped(scraped_crawl):
     assert received == {str(s["node"]): s["urls_received"] for s in nodes}
 
 
+@pytest.mark.slow
 def test_every_dashboard_query_answers(scraped_crawl):
     """Each panel's query runs on the real data; all but the kinds of event this crawl had none of return series."""
     prom, _, _, at = scraped_crawl
@@ -293,6 +299,7 @@ def test_every_dashboard_query_answers(scraped_crawl):
     assert [e for e in empty if not any(name in e[1] for name in MAY_BE_EMPTY)] == []
 
 
+@pytest.mark.slow
 def test_documented_labels_match_the_cluster_series(scraped_crawl):
     """With peers, the per-peer families have series too: their labels are what docs/metrics.md says."""
     prom, _, _, at = scraped_crawl

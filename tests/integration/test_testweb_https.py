@@ -198,6 +198,7 @@ async def test_access_log_records_the_scheme(server, web, session):
     assert list(audit.by_host(requests)) == [redirect.name] and not audit.overlaps(requests)
 
 
+@pytest.mark.slow
 async def test_reference_crawl_over_https_requests_exactly_the_manifest(server, web, session):
     """A sequential crawler over real HTTP and HTTPS (certificates verified) requests exactly the manifest:
     each bad host refused for its reason with no request logged, robots.txt once per origin."""
@@ -218,6 +219,7 @@ async def test_reference_crawl_over_https_requests_exactly_the_manifest(server, 
     assert {r.scheme for r in requests} == {"http", "https"}
 
 
+@pytest.mark.slow
 async def test_cli_serves_https_and_writes_the_ca(tmp_path):
     """`crawler testweb` with HTTPS: the ready line names the TLS port and the CA file in --out."""
     args = ["--hosts", "8", "--pages", "120", "--seed", "3", "--no-bad-host", "--no-slow-host",

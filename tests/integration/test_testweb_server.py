@@ -221,6 +221,7 @@ async def test_slow_host_is_slow(server, session, web):
     assert rec.host == "slow.web.test" and rec.end - rec.start >= web.params.slow_delay_s * 0.9
 
 
+@pytest.mark.slow
 async def test_cli_process_serves_what_its_manifest_says(tmp_path):
     """`python -m crawler.testweb` as a child: a sequential reference crawl requests exactly the manifest."""
     args = ["--hosts", "12", "--pages", "240", "--seed", "5", "--stall-s", "10", "--endless-max-s", "10",

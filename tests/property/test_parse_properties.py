@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tests.support.parse_reference import refresh_reference, srcset_reference
@@ -52,6 +53,7 @@ def srcsets(draw) -> str:
     return "".join(parts)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(srcsets(), st.text(alphabet=" \t,()xwh.0123456789ab-", max_size=40), st.text(max_size=30)))
 def test_srcset_matches_the_standard(value: str) -> None:
@@ -93,6 +95,7 @@ _PIECES = st.sampled_from([
 ])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(st.lists(_PIECES, max_size=30).map("".join),
                  st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=20).map("".join)))
@@ -125,6 +128,7 @@ def encoded_urls(draw) -> tuple[str, str]:
     return url, f"url({body})"
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(st.tuples(encoded_urls(), st.sampled_from(["/* url(no) */", '"url(no)"', "'url(no)'", ""]),
                           st.sampled_from(["a{background:", ".b{src:", "@media x{.c{d:", "--v:"])),

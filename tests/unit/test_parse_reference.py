@@ -42,6 +42,7 @@ def references(bodies) -> list[Html5libReference]:
     return [Html5libReference(body.decode("utf-8", "replace")) for _, body in bodies]
 
 
+@pytest.mark.slow
 def test_links_against_html5lib_reference(bodies, references) -> None:
     """Recall and precision over all pages (multisets of canonical links).
 
@@ -69,6 +70,7 @@ def test_links_against_html5lib_reference(bodies, references) -> None:
     assert recall >= MIN_RECALL and precision >= MIN_PRECISION
 
 
+@pytest.mark.slow
 def test_reference_sees_what_the_old_sources_missed(references) -> None:
     """The reference is not a copy of the old behaviour: it finds CSS links and plenty of others."""
     total = Counter()
@@ -77,6 +79,7 @@ def test_reference_sees_what_the_old_sources_missed(references) -> None:
     assert total["css"] > 500 and total["link"] > 20000
 
 
+@pytest.mark.slow
 def test_css_fast_path_equals_full_tokenization(bodies) -> None:
     texts = []
     for _, body in bodies:

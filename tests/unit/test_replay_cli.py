@@ -53,6 +53,7 @@ def logged_crawl(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_end_to_end_on_logs(logged_crawl, tmp_path, capsys):
     out = tmp_path / "out"
     code = main([str(logged_crawl), "--out", str(out), "--sizes", "2^0..2^14", "--threads", "4",
