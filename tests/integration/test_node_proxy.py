@@ -16,10 +16,10 @@ import time
 
 import pytest
 from aiohttp import web
-from tests.integration.test_fetch_proxy import TINYPROXY_OUT, Tinyproxy
 from tests.support.configs import write_config
 from tests.support.ports import free_port
 from tests.support.processes import run_crawler
+from tests.support.servers import TINYPROXY_OUT, Tinyproxy
 
 from crawler.splitter import Partitioner
 

@@ -1,7 +1,7 @@
-"""Real servers the integration tests start and stop by PID: dnsmasq and nginx.
+"""Real servers the tests start and stop by PID: dnsmasq, nginx, tinyproxy and microsocks.
 
 Each is a Debian package that `scripts/test.sh` installs; where the binary is
-absent, the fixture skips the test and prints why.
+absent, the test is skipped and says why.
 """
 
 from __future__ import annotations
@@ -9,14 +9,77 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
-from tests.support.ports import free_udp_port
+from tests.support.ports import free_port, free_udp_port
 from tests.support.processes import POLL_S, START_TIMEOUT_S, require_binary, stop_process
 
+TINYPROXY_OUT = "127.0.0.3"                 # where tinyproxy's connections to targets come from
+MICROSOCKS_OUT = "127.0.0.4"                # where microsocks' connections to targets come from
+PROXY_CLIENT = "127.0.0.1"                  # the one address tinyproxy serves
 
-class Dnsmasq:
+
+def wait_for_port(proc: subprocess.Popen, port: int, what: str, log: Path) -> None:
+    """Until something accepts on 127.0.0.1:port; fails the test with the end of `log` if `proc` ends first."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_process(proc)
+                pytest.fail(f"{what} did not start: {log.read_text(errors='replace')[-500:]}")
+            time.sleep(POLL_S)
+
+
+class LoggedDaemon:
+    """A daemon in the foreground, its output in a log file the test reads; stopped by its PID."""
+
+    name = "daemon"
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+        return self.proc
+
+    def _wait_for_line(self, marker: bytes, give_up: Callable[[str], NoReturn]) -> None:
+        """Until the log holds `marker`; else stop and `give_up` (pytest.skip or pytest.fail) with its end."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while marker not in self.log_path.read_bytes():
+            if self.proc is None or self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                give_up(f"{self.name} did not start: {self.log()[-500:]}")
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self):
+        raise NotImplementedError
+
+
+class Dnsmasq(LoggedDaemon):
     """A dnsmasq child answering on a loopback UDP port from its command line, logging every query.
 
     `records` are extra dnsmasq options such as "--address=/web.test/127.0.0.1"
@@ -24,12 +87,12 @@ class Dnsmasq:
     answered get NXDOMAIN, and nothing is ever forwarded upstream.
     """
 
+    name = "dnsmasq"
+
     def __init__(self, tmp: Path, records: list[str], *, local_domain: str = "test", ttl_s: int = 1) -> None:
+        super().__init__(tmp / "dnsmasq.log")
         self.binary = require_binary("dnsmasq", "dnsmasq-base")
         self.port = free_udp_port()
-        self.log_path = tmp / "dnsmasq.log"
-        self.proc: subprocess.Popen | None = None
-        self._log = None
         self.args = [
             self.binary, "--no-daemon", f"--port={self.port}", "--listen-address=127.0.0.1", "--bind-interfaces",
             "--no-resolv", "--no-hosts", "--conf-file=/dev/null", f"--pid-file={tmp / 'dnsmasq.pid'}",
@@ -42,21 +105,9 @@ class Dnsmasq:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> Dnsmasq:
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while b"started" not in self.log_path.read_bytes():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.skip(f"dnsmasq did not start: {self.log_path.read_text(errors='replace')[-500:]}")
-            time.sleep(POLL_S)
+        self._spawn(self.args)
+        self._wait_for_line(b"started", pytest.skip)
         return self
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def query_lines(self) -> list[str]:
         return [line for line in self.log_path.read_text(errors="replace").splitlines() if "query[" in line]
@@ -64,12 +115,6 @@ class Dnsmasq:
     def queries(self, name: str) -> int:
         """How many queries for `name` dnsmasq has logged."""
         return sum(1 for line in self.query_lines() if f"] {name} from" in line)
-
-    def __enter__(self) -> Dnsmasq:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 class Nginx:
@@ -101,3 +146,56 @@ class Nginx:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class Tinyproxy(LoggedDaemon):
+    """tinyproxy (http://) from a config file in tmp, outgoing connections bound to TINYPROXY_OUT."""
+
+    name = "tinyproxy"
+
+    def __init__(self, tmp: Path, *, connect_ports: list[int] | None = None) -> None:
+        super().__init__(tmp / "tinyproxy.log")
+        self.binary = require_binary("tinyproxy", "tinyproxy")
+        self.port = free_port()
+        self.conf = tmp / "tinyproxy.conf"
+        lines = [f"Port {self.port}", "Listen 127.0.0.1", f"Bind {TINYPROXY_OUT}", "Timeout 10",
+                 f"Allow {PROXY_CLIENT}", "LogLevel Info", "MaxClients 20"]
+        lines += [f"ConnectPort {p}" for p in connect_ports or []]      # none: CONNECT to any port
+        self.conf.write_text("\n".join(lines) + "\n")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Tinyproxy:
+        self._spawn([self.binary, "-d", "-c", str(self.conf)])
+        self._wait_for_line(b"Starting main loop", pytest.fail)        # no probe: it would be a client
+        return self
+
+    def clients(self) -> int:
+        """Connections tinyproxy has accepted."""
+        return self.log().count("Connect (file descriptor")
+
+
+class Microsocks(LoggedDaemon):
+    """microsocks (SOCKS5) on a loopback port, outgoing connections bound to MICROSOCKS_OUT."""
+
+    name = "microsocks"
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp / "microsocks.log")
+        self.binary = require_binary("microsocks", "microsocks")
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f"socks5h://127.0.0.1:{self.port}"
+
+    def start(self) -> Microsocks:
+        proc = self._spawn([self.binary, "-i", "127.0.0.1", "-p", str(self.port), "-b", MICROSOCKS_OUT])
+        wait_for_port(proc, self.port, "microsocks", self.log_path)    # a bare probe logs nothing
+        return self
+
+    def connections(self) -> list[str]:
+        """The targets microsocks connected to, as it logs them ('host:port')."""
+        return [line.rsplit(" ", 1)[-1] for line in self.log().splitlines() if "connected to" in line]
