@@ -1,7 +1,7 @@
 """Replay pinned against plain reference simulations on arbitrary short traces (hypothesis).
 
 Whatever the trace and sizes: LRU, MIN, INFINITE and STATIC equal the
-textbook models of tests/unit/test_replay_models.py at every size, CLOCK and
+textbook models of tests/support/replay.py at every size, CLOCK and
 RANDOM equal the crawler's caches asked one request at a time (and, up to
 one 32-entry set, the paper's single-ring CLOCK), and the orderings the
 paper relies on hold: MIN below every policy that inserts on every miss,
@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.strategies import fingerprint_traces
-from tests.unit.test_replay_models import (
+from tests.support.replay import (
     clock_ring_misses,
     infinite_misses,
     lru_distances,
@@ -23,6 +22,7 @@ from tests.unit.test_replay_models import (
     single_call_misses,
     static_misses,
 )
+from tests.support.strategies import fingerprint_traces
 
 from crawler.cache.min import next_use as cache_next_use
 from crawler.replay import _jit, stack

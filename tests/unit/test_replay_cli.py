@@ -9,8 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from tests.unit.test_replay_models import locality_trace, lru_misses, static_misses
-from tests.unit.test_replay_traces import NODES, write_node_log
+from tests.support.replay import NODES, locality_trace, lru_misses, static_misses, write_node_log
 
 from crawler.replay.cli import main, parse_sizes
 from crawler.replay.progress import Progress
