@@ -55,7 +55,7 @@ def test_crawl_nginx_through_dnsmasq(tmp_path):
             workers=64,
             # Names come from dnsmasq (no overrides), so the loopback answers must be allowed.
             fetch={"allow_private_networks": True, "read_timeout_s": 5,
-                      "dns": {"nameservers": [dns.nameserver], "timeout_s": 1, "tries": 2}},
+                   "dns": {"nameservers": [dns.nameserver], "timeout_s": 1, "tries": 2}},
             metrics={"progress_interval_s": 0},
         ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)

@@ -32,9 +32,9 @@ def crawl(tmp_path_factory):
             tmp / "data" / "node-{node}", seeds_file=web.info["seeds"],
             workers=64,
             fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}},
-                      "read_timeout_s": 2, "total_timeout_s": 15,
-                      "max_connections": 16,          # well below the workers: fetches queue for a connection
-                      "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20},
+                   "read_timeout_s": 2, "total_timeout_s": 15,
+                   "max_connections": 16,          # well below the workers: fetches queue for a connection
+                   "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20},
             metrics={"progress_interval_s": 0},
         ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)
