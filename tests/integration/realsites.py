@@ -52,7 +52,7 @@ from protego import Protego
 from tests.support.configs import one_node_config
 from tests.support.fixtures import REPO
 from tests.support.ports import free_ports
-from tests.support.processes import find_binary, stop_process
+from tests.support.processes import accepting, find_binary, stop_process
 
 from crawler.config.schema import CrawlConfig
 from crawler.testweb import certs
@@ -223,14 +223,8 @@ class RealWeb:
     def start(self) -> RealWeb:
         self.proc = subprocess.Popen([self.nginx, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        probe = (self.hosts[0].address, self.https_port)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with socket.create_connection(probe, timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(POLL_S)
+        if accepting(self.proc, self.https_port, self.hosts[0].address):
+            return self
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else "timeout"
         self.stop()
         raise RuntimeError(f"nginx did not start ({self.conf}): {err}")

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import ssl
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +30,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from tests.support.ports import free_port
-from tests.support.processes import START_TIMEOUT_S, require_binary, stop_process
+from tests.support.processes import accepting, require_binary, stop_process
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -245,15 +243,8 @@ def openssl_mtls_server(pki, tmp_path):
                              "-tls1_3", "-www", "-quiet"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("openssl s_server did not start")
-                time.sleep(0.05)
+        if not accepting(proc, port):
+            pytest.fail("openssl s_server did not start")
         yield port
     finally:
         stop_process(proc)

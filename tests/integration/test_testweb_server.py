@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
-import socket
 import subprocess
 import time
 import zlib
@@ -19,6 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from tests.support.ports import free_port
+from tests.support.processes import accepting, find_binary
 
 from crawler.testweb import audit
 from crawler.testweb.manifest import CrawlRules, Manifest, expected_crawl
@@ -31,7 +30,6 @@ from crawler.testweb.static import export_static, nginx_command, nginx_conf
 
 UA = "TestwebIntegration/1.0 (+https://example.org/test)"
 WAIT_S = 5.0
-SBIN_DIRS = "/usr/sbin:/usr/local/sbin"  # where distributions put nginx when PATH lacks it
 
 
 @pytest.fixture(scope="module")
@@ -251,20 +249,9 @@ async def test_cli_process_serves_what_its_manifest_says(tmp_path):
 # --- nginx ----------------------------------------------------------------------------------
 
 
-def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def nginx_binary():
-    path = shutil.which("nginx") or shutil.which("nginx", path=SBIN_DIRS)
+    path = find_binary("nginx")
     if path is None:
         print("nginx binary not found: skipping the static-export test")
         pytest.skip("nginx binary not found on PATH or in the sbin directories")
@@ -284,7 +271,7 @@ async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
     proc = subprocess.Popen(nginx_command(conf, root, error, nginx=nginx_binary),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        if not _wait_listening(port, proc):
+        if not accepting(proc, port, timeout_s=WAIT_S):
             err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
             pytest.fail(f"nginx did not start: {err} {error.read_text() if error.exists() else ''}")
         manifest = expected_crawl(web, port, CrawlRules(), static=True)

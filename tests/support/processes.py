@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -78,6 +79,22 @@ def stop_process(proc: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=STOP_TIMEOUT_S)
+
+
+def accepting(proc: subprocess.Popen, port: int, host: str = "127.0.0.1",
+              timeout_s: float = START_TIMEOUT_S) -> bool:
+    """Poll until `host:port` accepts a connection (True); False once `proc` has ended or `timeout_s` passed.
+
+    The caller decides what a server that never came up means (skip, fail, raise) and says why.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(POLL_S)
+    return False
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = POLL_S) -> None:

@@ -6,7 +6,6 @@ absent, the test is skipped and says why.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 from tests.support.ports import free_port, free_udp_port
-from tests.support.processes import POLL_S, START_TIMEOUT_S, require_binary, stop_process
+from tests.support.processes import POLL_S, START_TIMEOUT_S, accepting, require_binary, stop_process
 
 TINYPROXY_OUT = "127.0.0.3"                 # where tinyproxy's connections to targets come from
 MICROSOCKS_OUT = "127.0.0.4"                # where microsocks' connections to targets come from
@@ -23,17 +22,10 @@ PROXY_CLIENT = "127.0.0.1"                  # the one address tinyproxy serves
 
 
 def wait_for_port(proc: subprocess.Popen, port: int, what: str, log: Path) -> None:
-    """Until something accepts on 127.0.0.1:port; fails the test with the end of `log` if `proc` ends first."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc)
-                pytest.fail(f"{what} did not start: {log.read_text(errors='replace')[-500:]}")
-            time.sleep(POLL_S)
+    """Until something accepts on 127.0.0.1:port; fails the test with the end of `log` if it never does."""
+    if not accepting(proc, port):
+        stop_process(proc)
+        pytest.fail(f"{what} did not start: {log.read_text(errors='replace')[-500:]}")
 
 
 class LoggedDaemon:
@@ -127,13 +119,8 @@ class Nginx:
 
     def start(self) -> Nginx:
         self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+        if accepting(self.proc, self.port):
+            return self
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else "timeout"
         self.stop()
         raise RuntimeError(f"nginx did not start: {err}")
