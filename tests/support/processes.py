@@ -1,8 +1,8 @@
 """Child processes of a test: crawler nodes and the daemons it runs against.
 
-Every child is started here with this checkout first on PYTHONPATH (so a
-node runs the code under test, not an installed copy) and stopped by its
-own PID: SIGTERM, then SIGKILL if it does not go.
+A crawler started through here has this checkout first on PYTHONPATH, so it
+runs the code under test, not an installed copy. Children are stopped by
+their own PID (SIGTERM, then SIGKILL if they do not go), never by name.
 """
 
 from __future__ import annotations
