@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 steal = "" if res["steal"] is None else f" (steal {100 * res['steal']:.0f}%)"
                 print(f"round {r + 1} {name}: {res['pages']} pages in {res['wall_s']:.1f} s{steal}, "
                       f"{res['cpu_ms_per_page']:.3f} CPU-ms/page ({res['run_cpu_ms_per_page']:.3f} without process "
-                      f"start-up), each node {100 * res['node_load']:.0f}% busy, splitter hits {res['splitter_hit_rate']}, "
+                      f"start-up), each node {100 * res['node_load']:.0f}% busy, "
+                      f"splitter hits {res['splitter_hit_rate']}, "
                       f"peer bytes {res['peer_bytes']}", flush=True)
     med = {n: statistics.median(r["cpu_ms_per_page"] for r in v) for n, v in runs.items()}
     run_med = {n: statistics.median(r["run_cpu_ms_per_page"] for r in v) for n, v in runs.items()}

@@ -179,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("pages_per_s", "cpu_ms_per_page")}
            for k, v in results.items()}
     ratio = med["node"]["cpu_ms_per_page"] / med["minimal"]["cpu_ms_per_page"]
-    print(f"median node     {med['node']['pages_per_s']:8.1f} pages/s  {med['node']['cpu_ms_per_page']:6.3f} CPU-ms/page")
-    print(f"median minimal  {med['minimal']['pages_per_s']:8.1f} pages/s  {med['minimal']['cpu_ms_per_page']:6.3f} CPU-ms/page")
+    for name in ("node", "minimal"):
+        print(f"median {name:8s} {med[name]['pages_per_s']:8.1f} pages/s  "
+              f"{med[name]['cpu_ms_per_page']:6.3f} CPU-ms/page")
     print(f"CPU per page, node / minimal: {ratio:.2f}x")
     print(json.dumps({"node": med["node"], "minimal": med["minimal"], "cpu_ratio": round(ratio, 3),
                       "rounds": args.rounds, "pages_cap": args.pages}))

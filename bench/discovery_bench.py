@@ -147,7 +147,8 @@ def line(res: dict) -> str:
             f"wait p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  max {res['max_ms']:7.1f} ms  "
             f"merges {res['merges']:4d}, prompt lookups {res['lookups']}")
     if "gap_p50_ms" in res:
-        text += (f"  between requests beyond politeness: p50 {res['gap_p50_ms']:.2f} ms, p99 {res['gap_p99_ms']:.2f} ms;"
+        text += (f"  between requests beyond politeness: p50 {res['gap_p50_ms']:.2f} ms, "
+                 f"p99 {res['gap_p99_ms']:.2f} ms;"
                  f" node CPU {res['cpu_ms_per_page']:.2f} ms/page")
     return text
 
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {r + 1}  {line(res)}", flush=True)
     keys = ("wall_s", "cpu_s", "p50_ms", "p99_ms", "max_ms", "hungry_urls", "merges", "lookups",
             "fetch_s", "span_s", "gap_p50_ms", "gap_p99_ms", "cpu_ms_per_page")
-    medians = {f"{web}/{'on' if prompt else 'off'}": {k: statistics.median(r[k] for r in rs) for k in keys if k in rs[0]}
+    medians = {f"{web}/{'on' if prompt else 'off'}":
+               {k: statistics.median(r[k] for r in rs) for k in keys if k in rs[0]}
                for (web, prompt), rs in results.items()}
     print("medians:")
     for name, med in medians.items():

@@ -512,10 +512,10 @@ class Redis:
             try:
                 self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
                 break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.stop()
-                    raise RuntimeError("redis-server did not start")
+                    raise RuntimeError("redis-server did not start") from exc
                 time.sleep(0.05)
 
     def command(self, *words: bytes) -> bytes:

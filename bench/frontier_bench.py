@@ -127,7 +127,8 @@ async def frontier_run(n: int, hosts: int, take: int, directory: Path) -> dict:
     assert again.queued == n - take, (again.queued, n - take)
     again.shutdown()
     rss = [m[1] for m in marks]
-    return {"urls": n, "hosts": hosts, "rss_mb_at_tenths": rss, "rss_growth_first_to_last_mb": round(rss[-1] - rss[0], 1),
+    return {"urls": n, "hosts": hosts, "rss_mb_at_tenths": rss,
+            "rss_growth_first_to_last_mb": round(rss[-1] - rss[0], 1),
             "peak_rss_mb": round(max(rss), 1), "adds_per_s": round(n / add_s), "add_cpu_s": round(add_cpu, 1),
             "ram_urls": stats["ram_urls"], "spilled_urls": stats["spilled_urls"],
             "disk_bytes_per_url": round(disk / n, 1), "takes_per_s": round(take / take_s) if take else 0,

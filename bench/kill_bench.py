@@ -192,10 +192,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"kill-bench-{nodes}-") as tmp:
             figures = run(nodes, args, Path(tmp))
         out.append(figures)
-        print(f"{nodes} node(s): {figures['kills']} kills, {figures['resumes']} resumes; recall {figures['recall']:.5f} "
+        print(f"{nodes} node(s): {figures['kills']} kills, {figures['resumes']} resumes; "
+              f"recall {figures['recall']:.5f} "
               f"({figures['missing']} of {figures['expected']} missing); re-fetches {figures['re_fetches']} "
               f"(bound {figures['re_fetch_bound']}); hosts from a wrong address {figures['wrong_owner_hosts']}; "
-              f"overlaps {figures['overlaps']}; politeness shortfalls {figures['politeness_shortfalls']}; exit codes {figures['exit_codes']}; {figures['wall_s']} s; "
+              f"overlaps {figures['overlaps']}; politeness shortfalls {figures['politeness_shortfalls']}; "
+              f"exit codes {figures['exit_codes']}; {figures['wall_s']} s; "
               f"{'PASS' if figures['pass'] else 'FAIL'}", flush=True)
     print(json.dumps({"runs": out, "seed": args.seed}))
     sys.exit(0 if all(f["pass"] for f in out) else 1)

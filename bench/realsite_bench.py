@@ -333,7 +333,8 @@ def main() -> int:
                 if profiler == "auto":
                     profiler = "py-spy" if shutil.which("py-spy") else "cprofile"
                 chosen = args.profile_variant or ("crawler-k0" if args.profile_k0 else "crawler")
-                profile(web, tmp / "profile", profiler, CRAWLER_OVERRIDES[chosen], crawler_env, args.py_spy_mode, args.top)
+                profile(web, tmp / "profile", profiler, CRAWLER_OVERRIDES[chosen], crawler_env, args.py_spy_mode,
+                        args.top)
         print(json.dumps({"table": table, "samples": [asdict(s) for s in samples]}, sort_keys=True))
     finally:
         if args.keep is None:

@@ -159,8 +159,10 @@ def web_args(a: argparse.Namespace) -> list[str]:
     return ["--hosts", str(a.hosts), "--pages", str(a.pages), "--seed", str(a.seed), "--domain", DOMAIN,
             "--no-slow-host", "--no-bad-host", "--no-trap", "--no-nxdomain-links",
             "--host-latency-share", str(a.slow_share),
-            "--host-slow-latency-min-s", str(a.slow_latency_s[0]), "--host-slow-latency-max-s", str(a.slow_latency_s[1]),
-            "--host-fast-latency-min-s", str(a.fast_latency_s[0]), "--host-fast-latency-max-s", str(a.fast_latency_s[1]),
+            "--host-slow-latency-min-s", str(a.slow_latency_s[0]),
+            "--host-slow-latency-max-s", str(a.slow_latency_s[1]),
+            "--host-fast-latency-min-s", str(a.fast_latency_s[0]),
+            "--host-fast-latency-max-s", str(a.fast_latency_s[1]),
             "--quality-exponent", str(a.zipf_s)]
 
 
@@ -193,7 +195,8 @@ def run_crawler(config_path: Path, timeout_s: float, run_dir: Path, crawler_path
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (crawler_path, env.get("PYTHONPATH", "")) if p)
     with open(run_dir / "crawler.stderr.log", "wb") as err:
-        proc = subprocess.run([sys.executable, "-m", "crawler", "run", "-c", str(config_path), "--progress-interval", "0"],
+        proc = subprocess.run([sys.executable, "-m", "crawler", "run", "-c", str(config_path),
+                               "--progress-interval", "0"],
                               stdout=subprocess.PIPE, stderr=err, env=env, timeout=timeout_s, cwd=crawler_path)
     lines = proc.stdout.decode(errors="replace").splitlines()
     (run_dir / "crawler.stdout.log").write_text("\n".join(lines) + "\n")
@@ -338,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r.quality_per_s:7.4f}/s  share {r.quality_share:6.2%}  slow {r.slow_share:5.1%}  "
                   f"hosts {r.hosts:4d}  overlaps {r.overlaps}  stop {r.stop}  exit {r.crawl_exit}", flush=True)
             if r.crawl_exit != 0:
-                print(f"  warning: crawler exited {r.crawl_exit}: see {out / f'round{rnd + 1}-{policy}'}/crawler.stderr.log",
-                      file=sys.stderr)
+                logs = out / f"round{rnd + 1}-{policy}"
+                print(f"  warning: crawler exited {r.crawl_exit}: see {logs}/crawler.stderr.log", file=sys.stderr)
             if r.stop == "done":
                 print(f"  warning: the {policy} crawl finished the web before {a.seconds:g} s: use more --pages",
                       file=sys.stderr)
@@ -359,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     for p, m in med.items():
         rs = [ratio(p, k) for k in ("pages", "quality", "quality_per_s")]
         cells = " ".join(f"{x:>{w}.3f}" if x is not None else f"{'-':>{w}s}" for x, w in zip(rs, (10, 12, 10)))
-        print(f"{p:12s} {m['pages']:8.0f} {m['quality']:10.3f} {m['quality_per_s']:10.4f} {m['quality_share']:7.2%} {cells}")
+        print(f"{p:12s} {m['pages']:8.0f} {m['quality']:10.3f} {m['quality_per_s']:10.4f} "
+              f"{m['quality_share']:7.2%} {cells}")
     curves_by_policy = {p: median_curves(rs) for p, rs in runs.items()}
     plots = plot(curves_by_policy, out, a.window_s)
     result = {

@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: installs the Debian packages the
-# tests start as real servers (nginx, dnsmasq, redis, prometheus, tinyproxy,
-# microsocks), GNU wget (the reference crawler), iptables (the chaos test) and the documentation packages
-# whose HTML sites the real-web tests crawl, installs the project with its test
-# extras, then runs pytest. Extra arguments go to pytest.
+# Run the test suite on a fresh machine: installs the project with its test
+# extras, checks it with ruff and mypy (both configured in pyproject.toml; the
+# tests do not run while either fails), installs the Debian packages the tests
+# start as real servers (nginx, dnsmasq, prometheus, tinyproxy, microsocks),
+# GNU wget (the reference crawler), iptables (the chaos test) and the
+# documentation packages whose HTML sites the real-web tests crawl, then runs
+# pytest.
+#
+#   bash scripts/test.sh            everything (what CI runs)
+#   bash scripts/test.sh --fast     the development loop: no test marked slow
+#
+# Other arguments go to pytest. (Redis is not needed by any test: only
+# bench/due_bench.py compares the DUE with it; install redis-server to run it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  fast=(-m "not slow")
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test,fast,jit,replay]'
+
+# Lint and types first: a failure stops here, with their output.
+python3 -m ruff check crawler tests bench
+python3 -m mypy
 
 missing=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 have nginx        || missing+=(nginx)
 have dnsmasq      || missing+=(dnsmasq-base)
-have redis-server || missing+=(redis-server)
 have prometheus   || missing+=(prometheus)
 have ip           || missing+=(iproute2)
 have tinyproxy    || missing+=(tinyproxy)
@@ -32,5 +51,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test,fast,jit,replay]'
-exec python3 -m pytest -q -p no:cacheprovider "$@"
+exec python3 -m pytest -q -p no:cacheprovider "${fast[@]}" "$@"

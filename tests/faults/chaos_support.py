@@ -34,7 +34,6 @@ unconfirmed when they resumed, plus what their DUEs counted as emitted twice.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -47,7 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.integration import netns
-from tests.integration.crawl_support import REPO, write_config
+from tests.support.configs import write_config
+from tests.support.fixtures import REPO
+from tests.support.processes import crawler_env
 
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, politeness_shortfalls
@@ -223,8 +224,7 @@ class ChaosRun:
         })
 
     def _start(self, slot: NodeSlot) -> None:
-        env = dict(os.environ, **SECRET_ENV)
-        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO), env.get("PYTHONPATH", "")) if x)
+        env = crawler_env(SECRET_ENV)
         with (self.tmp / f"node-{slot.index}.stdout").open("ab") as out, \
                 (self.tmp / f"node-{slot.index}.stderr").open("ab") as err:
             slot.proc = subprocess.Popen(["ip", "netns", "exec", slot.ns, sys.executable, "-m", "crawler", "run",

@@ -14,18 +14,17 @@ when it returns.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 
 import pytest
-from tests.integration.crawl_support import REPO, write_config
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.crawls import page_requests
+from tests.support.processes import start_crawler
 
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps
@@ -41,21 +40,14 @@ RESUMED = re.compile(r"resumed: .* (\d+) fetches were in flight, (\d+) done but 
 
 
 def start(config, node: int, tmp) -> subprocess.Popen:
-    env = dict(os.environ, **SECRET)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     err = (tmp / f"node-{node}.stderr").open("ab")
     out = (tmp / f"node-{node}.stdout").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config), "--node", str(node)],
-                            stdout=out, stderr=err, env=env)
+    return start_crawler(["run", "-c", str(config), "--node", str(node)], stdout=out, stderr=err, env=SECRET)
 
 
 def resumed_count(tmp, node: int) -> int:
     path = tmp / f"node-{node}.stderr"
     return len(RESUMED.findall(path.read_text())) if path.exists() else 0
-
-
-def pages(web) -> int:
-    return sum(1 for r in web.requests() if r.path != ROBOTS_PATH)
 
 
 def test_random_node_kills_and_restarts_lose_nothing(tmp_path):
@@ -73,13 +65,13 @@ def test_random_node_kills_and_restarts_lose_nothing(tmp_path):
             for k in range(ROUNDS):
                 target = total * (k + 1) // (ROUNDS + 2) + rng.randrange(0, max(total // 20, 1))
                 deadline = time.monotonic() + RUN_LIMIT_S
-                while pages(web) < target and time.monotonic() < deadline:
+                while page_requests(web) < target and time.monotonic() < deadline:
                     assert all(p.poll() is None for p in procs.values()), "a node ended early"
                     time.sleep(0.02)
                 victim = rng.randrange(NODES)
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait(10)
-                kills.append((victim, pages(web)))
+                kills.append((victim, page_requests(web)))
                 time.sleep(2.0 if k == 1 else rng.uniform(0.1, 0.5))       # round 2: long enough to spill
                 before = resumed_count(tmp_path, victim)
                 procs[victim] = start(config, victim, tmp_path)

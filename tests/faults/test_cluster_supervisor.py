@@ -10,14 +10,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from tests.faults.test_node_kill_resume import page_requests
-from tests.integration.crawl_support import REPO, run_crawler, write_config
-from tests.integration.test_cluster import SECRET, cluster_config
+from tests.support.configs import SECRET, cluster_config, write_config
+from tests.support.crawls import page_requests
+from tests.support.processes import run_crawler, start_crawler
 
 from crawler.cluster import run_cluster
 from crawler.state import StateStore
@@ -36,11 +35,9 @@ NODE_PID = re.compile(r"(\d+) \(pid (\d+)\)")
 
 
 def start_cluster(config: Path, stderr: Path) -> subprocess.Popen:
-    env = dict(os.environ, **SECRET)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     with stderr.open("wb") as err:
-        return subprocess.Popen([sys.executable, "-m", "crawler", "cluster", "-c", str(config),
-                                 "--progress-interval", "0"], stdout=subprocess.PIPE, stderr=err, env=env)
+        return start_crawler(["cluster", "-c", str(config), "--progress-interval", "0"], stdout=subprocess.PIPE,
+                             stderr=err, env=SECRET)
 
 
 def node_pids(stderr: Path, proc: subprocess.Popen) -> dict[int, int]:
@@ -135,10 +132,6 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
                 if alive(pid):
                     os.kill(pid, signal.SIGKILL)
     assert not left, f"nodes (or their launcher, -1) still running after their supervisor died: {pids}, {left}"
-
-
-def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
 
 
 def parent_of(pid: int) -> int:

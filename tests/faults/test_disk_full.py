@@ -14,7 +14,9 @@ import shutil
 import subprocess
 
 import pytest
-from tests.integration.crawl_support import last_json, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import last_json
+from tests.support.processes import run_crawler
 
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
@@ -41,20 +43,20 @@ def small_disk(tmp_path):
 
 
 def config(tmp_path, seeds: str, data: str) -> dict:
-    return {
-        "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-        "crawl": {"seeds_file": seeds, "data_dir": data},
-        "workers": 8,
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-        "frontier": {"checkpoint_interval_s": 0.3},
-        "metrics": {"progress_interval_s": 0},
-    }
+    return one_node_config(
+        data, seeds_file=seeds,
+        workers=8,
+        fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+        frontier={"checkpoint_interval_s": 0.3},
+        metrics={"progress_interval_s": 0},
+    )
 
 
 def test_full_disk_stops_clearly_and_the_state_resumes(tmp_path, small_disk):
     with TestWebProcess(tmp_path / "web", ["--hosts", "20", "--pages", "1500", "--no-bad-host",
                                            "--no-slow-host"]) as web:
-        full = write_config(tmp_path / "full.yaml", config(tmp_path, web.info["seeds"], str(small_disk / "node-{node}")))
+        full = write_config(tmp_path / "full.yaml",
+                            config(tmp_path, web.info["seeds"], str(small_disk / "node-{node}")))
         code, out, err = run_crawler(["run", "-c", str(full)], timeout_s=120)
         assert code == 3, (code, err[-3000:])
         summary = last_json(out)

@@ -8,8 +8,9 @@ import signal
 import time
 
 import pytest
-from tests.faults.test_node_kill_resume import page_requests, start_node
-from tests.integration.crawl_support import last_json, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import last_json, page_requests
+from tests.support.processes import run_crawler, start_node
 
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps
 from crawler.testweb.process import TestWebProcess
@@ -23,15 +24,13 @@ def test_sigterm_drains_checkpoints_and_resumes_without_refetching(tmp_path):
     with TestWebProcess(tmp_path / "web", ["--hosts", "20", "--pages", "800", "--no-bad-host",
                                            "--no-slow-host"]) as web:
         total = len(web.manifest().fetched)
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}"),
-                      "drain_timeout_s": 10},
-            "workers": 8,
-            "politeness": {"min_delay_s": 0.03},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=web.info["seeds"], crawl={"drain_timeout_s": 10},
+            workers=8,
+            politeness={"min_delay_s": 0.03},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"progress_interval_s": 0},
+        ))
         data = tmp_path / "data" / "node-0"
         proc = start_node(config, tmp_path / "node.stderr")
         deadline = time.monotonic() + 120

@@ -9,15 +9,13 @@ requests to a host, gaps at least min_delay_s).
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from tests.integration.crawl_support import REPO, last_json, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import last_json, page_requests
+from tests.support.processes import run_crawler, start_node
 
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, short_gaps
 from crawler.testweb.process import TestWebProcess
@@ -30,32 +28,19 @@ KILLS = 3
 WAIT_LIMIT_S = 120
 
 
-def start_node(config: Path, log_path: Path) -> subprocess.Popen:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    with log_path.open("ab") as err:
-        return subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config)],
-                                stdout=subprocess.DEVNULL, stderr=err, env=env)
-
-
-def page_requests(web: TestWebProcess) -> int:
-    return sum(1 for r in web.requests() if r.path != ROBOTS_PATH)
-
-
 def test_sigkill_and_restart_resumes_the_frontier(tmp_path):
     with TestWebProcess(tmp_path / "web", ["--hosts", "30", "--pages", "1500", "--no-bad-host",
                                            "--no-slow-host"]) as web:
         total = len(web.manifest().fetched)
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "workers": WORKERS,
-            "politeness": {"min_delay_s": MIN_DELAY_S},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "due": {"buffer_size": 256, "flush_interval_s": 0.05},
-            "frontier": {"checkpoint_interval_s": 0.5, "resume_wait_s": 0.3, "memory_urls": 200, "chunk_urls": 16},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=web.info["seeds"],
+            workers=WORKERS,
+            politeness={"min_delay_s": MIN_DELAY_S},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            due={"buffer_size": 256, "flush_interval_s": 0.05},
+            frontier={"checkpoint_interval_s": 0.5, "resume_wait_s": 0.3, "memory_urls": 200, "chunk_urls": 16},
+            metrics={"progress_interval_s": 0},
+        ))
         stderr_log = tmp_path / "node.stderr"
         killed_at = []
         for k in range(KILLS):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from tests.integration.crawl_support import last_json, run_crawler, write_config
+from tests.support.configs import write_config
+from tests.support.crawls import last_json
+from tests.support.processes import run_crawler
 
 from crawler.testweb.process import TestWebProcess
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork

@@ -25,6 +25,7 @@ import asyncio
 import os
 
 import pytest
+from tests.support.configs import one_node_config
 
 from crawler.config import from_dict
 from crawler.due.disk import DiskDUE
@@ -34,9 +35,7 @@ from crawler.urls import fingerprints
 
 
 def config(tmp_path):
-    return from_dict({"cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-                      "crawl": {"data_dir": str(tmp_path / "node-{node}")},
-                      "metrics": {"progress_interval_s": 0}})
+    return from_dict(one_node_config(tmp_path / "node-{node}", metrics={"progress_interval_s": 0}))
 
 
 async def test_urls_the_frontier_failed_to_record_are_handed_out_again_after_the_restart(tmp_path):

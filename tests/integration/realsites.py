@@ -49,14 +49,14 @@ from pathlib import Path
 
 import yaml
 from protego import Protego
-from tests.integration.servers import find_binary, stop_process
+from tests.support.configs import one_node_config
+from tests.support.fixtures import REPO
+from tests.support.ports import free_ports
+from tests.support.processes import accepting, find_binary, stop_process
 
 from crawler.config.schema import CrawlConfig
-from crawler.ports import free_ports
 from crawler.testweb import certs
 from crawler.testweb.audit import Request, overlaps
-
-REPO = Path(__file__).resolve().parents[2]
 
 ADDRESS_PREFIX = "127.42.0."
 """Every host is ADDRESS_PREFIX + an octet: a /24 of loopback no other test uses."""
@@ -223,14 +223,8 @@ class RealWeb:
     def start(self) -> RealWeb:
         self.proc = subprocess.Popen([self.nginx, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        probe = (self.hosts[0].address, self.https_port)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with socket.create_connection(probe, timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(POLL_S)
+        if accepting(self.proc, self.https_port, self.hosts[0].address):
+            return self
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else "timeout"
         self.stop()
         raise RuntimeError(f"nginx did not start ({self.conf}): {err}")
@@ -652,14 +646,13 @@ def run_wget(web: RealWeb, out_dir: Path, *, warc: bool = False, timeout_s: floa
 def crawler_config(web: RealWeb, data_dir: Path, overrides: dict | None = None,
                    seeds_file: Path | None = None) -> dict:
     """One node at the defaults, but for what this local web needs; `overrides` merge per top-level section."""
-    config: dict = {
-        "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},   # any free ports
-        "crawl": {"seeds_file": str(seeds_file or web.seeds_file), "data_dir": str(data_dir)},
+    config: dict = one_node_config(
+        data_dir, seeds_file=seeds_file or web.seeds_file,
         # The hosts are loopback addresses, which the private-network guard refuses by default.
-        "fetch": {"allow_private_networks": True},
+        fetch={"allow_private_networks": True},
         # Like wget without -H: never leave the seeds' hosts (pages link to the real web, unreachable here).
-        "filter": {"allow_domains": [h.address for h in web.hosts]},
-    }
+        filter={"allow_domains": [h.address for h in web.hosts]},
+    )
     config["fetch"]["tls"] = {"ca_file": str(web.ca_file)}        # the private CA, as an operator gives it
     for key, value in (overrides or {}).items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):

@@ -18,33 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from tests.integration.crawl_support import REPO, crawl_log, politeness_shortfalls, run_crawler, write_config
-from tests.integration.servers import free_tcp_port
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.crawls import crawl_log, politeness_shortfalls
+from tests.support.fixtures import REPO
+from tests.support.ports import free_port
+from tests.support.processes import run_crawler
 
 from crawler.splitter import FLAG_CACHE_HIT, FLAG_CROSS, Partitioner, read_header, read_records
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
 
 pytestmark = pytest.mark.slow
-NODES = 3
-SECRET = {"TEST_CLUSTER_SECRET": "a-test-secret-of-some-length"}
-
-
-def cluster_config(tmp, seeds: str, ca_file: str | None = None, **extra) -> dict:
-    config = {
-        "cluster": {"name": "test", "secret_env": "TEST_CLUSTER_SECRET", "nodes": [
-            {"id": i, "host": "127.0.0.1", "peer_port": free_tcp_port(), "metrics_port": free_tcp_port(),
-             "source_address": f"127.0.0.{i + 1}"} for i in range(NODES)]},
-        "crawl": {"seeds_file": seeds, "data_dir": str(tmp / "data" / "node-{node}")},
-        "workers": 32,
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "read_timeout_s": 2, "total_timeout_s": 15,
-                  "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20,
-                  **({"tls": {"ca_file": ca_file}} if ca_file else {})},
-        "splitter": {"batch_size": 50, "batch_ms": 50, "log": {"enabled": True}},
-        "metrics": {"progress_interval_s": 0},
-    }
-    config.update(extra)
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +36,8 @@ def cluster_crawl(tmp_path_factory):
     import json
     tmp = tmp_path_factory.mktemp("cluster")
     with TestWebProcess(tmp / "web", ["--hosts", "100", "--pages", "5000", "--private-links", "--stall-s", "4",
-                                      "--https-share", "0.2", "--https-redirect-share", "0.2", "--tls-bad-hosts"]) as web:
+                                      "--https-share", "0.2", "--https-redirect-share", "0.2",
+                                      "--tls-bad-hosts"]) as web:
         config = write_config(tmp / "crawl.yaml", cluster_config(tmp, web.info["seeds"], web.info["ca_file"]))
         code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"], timeout_s=500,
                                      env=SECRET)
@@ -127,7 +112,7 @@ def test_the_shipped_local_cluster_file_crawls_a_test_web(tmp_path):
     """config/cluster-local.yaml as docs/cluster.md runs it (only its ports made free for the test)."""
     shipped = yaml.safe_load((REPO / "config" / "cluster-local.yaml").read_text())
     for node in shipped["cluster"]["nodes"]:
-        node["peer_port"], node["metrics_port"] = free_tcp_port(), free_tcp_port()
+        node["peer_port"], node["metrics_port"] = free_port(), free_port()
     shipped["metrics"]["progress_interval_s"] = 0
     config = tmp_path / "cluster-local.yaml"
     config.write_text(yaml.safe_dump(shipped))

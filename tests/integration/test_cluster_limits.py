@@ -14,8 +14,9 @@ import json
 import time
 
 import pytest
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.servers import free_tcp_port
+from tests.support.configs import write_config
+from tests.support.ports import free_port
+from tests.support.processes import run_crawler
 
 from crawler.testweb.process import TestWebProcess
 
@@ -31,7 +32,7 @@ WEB = ["--hosts", "200", "--pages", "20000", "--stall-s", "2"]     # far more th
 def cluster_config(tmp, seeds: str, nodes: int, crawl: dict) -> dict:
     return {
         "cluster": {"name": "limits", "secret_env": "TEST_CLUSTER_SECRET", "nodes": [
-            {"id": i, "host": "127.0.0.1", "peer_port": free_tcp_port(), "metrics_port": free_tcp_port(),
+            {"id": i, "host": "127.0.0.1", "peer_port": free_port(), "metrics_port": free_port(),
              "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
         "crawl": {"seeds_file": seeds, "data_dir": str(tmp / "data" / "node-{node}"), **crawl},
         "workers": WORKERS,

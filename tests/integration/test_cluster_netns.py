@@ -16,7 +16,8 @@ import time
 
 import pytest
 from tests.integration import netns
-from tests.integration.crawl_support import REPO, write_config
+from tests.support.configs import write_config
+from tests.support.fixtures import REPO
 
 from crawler.splitter import Partitioner
 from crawler.testweb.audit import compare, overlaps

@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import crawl_log, last_json, politeness_shortfalls
+from tests.support.processes import run_crawler
 
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
@@ -39,13 +41,12 @@ TLS_REASONS = {"tls_untrusted", "tls_expired", "tls_hostname_mismatch"}
 def crawl(tmp, web_args: list[str], tls: dict) -> dict:
     with TestWebProcess(tmp / "web", web_args) as web:
         tls = {k: (web.info["ca_file"] if v == "CA" else v) for k, v in tls.items()}
-        config = write_config(tmp / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp / "data" / "node-{node}")},
-            "workers": 32,
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "tls": tls},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp / "crawl.yaml", one_node_config(
+            tmp / "data" / "node-{node}", seeds_file=web.info["seeds"],
+            workers=32,
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "tls": tls},
+            metrics={"progress_interval_s": 0},
+        ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)
         assert code == 0, err[-3000:]
         return {"summary": last_json(out), "requests": web.requests(), "manifest": web.manifest(),

@@ -17,8 +17,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
-from tests.integration.servers import Dnsmasq, Nginx, free_tcp_port, require_binary
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import crawl_log, last_json, politeness_shortfalls
+from tests.support.ports import free_port
+from tests.support.processes import require_binary, run_crawler
+from tests.support.servers import Dnsmasq, Nginx
 
 from crawler.config.schema import RobotsConfig
 from crawler.testweb import CrawlRules, WebParams, build_web, expected_crawl
@@ -31,7 +34,7 @@ TRANSIENT_END_S = 180.0      # the issue's bound: a crawl at the defaults ends w
 
 def test_crawl_nginx_through_dnsmasq(tmp_path):
     nginx_bin = require_binary("nginx", "nginx")
-    port = free_tcp_port()
+    port = free_port()
     web = build_web(WebParams(hosts=100, pages=5000, seed=11, private_links=False))
     root = tmp_path / "root"
     export_static(web, root, port)
@@ -42,20 +45,19 @@ def test_crawl_nginx_through_dnsmasq(tmp_path):
     conf.write_text(nginx_conf(root, port, access, error, logs / "nginx.pid"))
     manifest = expected_crawl(web, port, CrawlRules(private_guard=False), static=True)
     seeds = tmp_path / "seeds.txt"
-    never = [f"http://refused.example:{port}/", f"http://h000.web.test:{free_tcp_port()}/"]   # REFUSED; nobody listens
+    never = [f"http://refused.example:{port}/", f"http://h000.web.test:{free_port()}/"]   # REFUSED; nobody listens
     seeds.write_text("\n".join(manifest.seeds + never) + "\n")
 
     with Dnsmasq(tmp_path, ["--address=/web.test/127.0.0.1"]) as dns, \
             Nginx(nginx_command(conf, root, error, nginx=nginx_bin), port):
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": str(seeds), "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "workers": 64,
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=str(seeds),
+            workers=64,
             # Names come from dnsmasq (no overrides), so the loopback answers must be allowed.
-            "fetch": {"allow_private_networks": True, "read_timeout_s": 5,
-                      "dns": {"nameservers": [dns.nameserver], "timeout_s": 1, "tries": 2}},
-            "metrics": {"progress_interval_s": 0},
-        })
+            fetch={"allow_private_networks": True, "read_timeout_s": 5,
+                   "dns": {"nameservers": [dns.nameserver], "timeout_s": 1, "tries": 2}},
+            metrics={"progress_interval_s": 0},
+        ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)
         ended = time.time()
         assert code == 0, err[-3000:]

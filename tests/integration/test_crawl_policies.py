@@ -13,7 +13,9 @@ counts.
 from __future__ import annotations
 
 import pytest
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import crawl_log, last_json, politeness_shortfalls
+from tests.support.processes import run_crawler
 
 from crawler.testweb.audit import compare, overlaps
 from crawler.testweb.process import TestWebProcess
@@ -39,15 +41,14 @@ def test_policy_crawl_fetches_exactly_the_manifest_politely(tmp_path, host_polic
         frontier = {"host_policy": host_policy, "url_policy": url_policy, "quality": quality}
         if quality == "oracle":
             frontier["quality_file"] = web.info["quality"]
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "workers": 16,
-            "frontier": frontier,
-            "politeness": {"delay_factor": DELAY_FACTOR},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=web.info["seeds"],
+            workers=16,
+            frontier=frontier,
+            politeness={"delay_factor": DELAY_FACTOR},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"progress_interval_s": 0},
+        ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=300)
         assert code == 0, err[-2000:]
         summary = last_json(out)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 from tests.integration import realsites as rs
-from tests.integration.servers import require_binary
+from tests.support.processes import require_binary
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tests.integration.crawl_support import crawl_log, last_json, politeness_shortfalls, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import crawl_log, last_json, politeness_shortfalls
+from tests.support.processes import run_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config.schema import RobotsConfig
@@ -26,16 +28,15 @@ def crawl(tmp_path_factory):
     web_args = ["--hosts", "100", "--pages", "5000", "--private-links", "--stall-s", "5",
                 "--big-body-bytes", str(3 << 20)]
     with TestWebProcess(tmp / "web", web_args) as web:
-        config = write_config(tmp / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp / "data" / "node-{node}")},
-            "workers": 64,
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}},
-                      "read_timeout_s": 2, "total_timeout_s": 15,
-                      "max_connections": 16,          # well below the workers: fetches queue for a connection
-                      "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp / "crawl.yaml", one_node_config(
+            tmp / "data" / "node-{node}", seeds_file=web.info["seeds"],
+            workers=64,
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}},
+                   "read_timeout_s": 2, "total_timeout_s": 15,
+                   "max_connections": 16,          # well below the workers: fetches queue for a connection
+                   "max_body_bytes": 2 << 20, "max_decoded_bytes": 8 << 20},
+            metrics={"progress_interval_s": 0},
+        ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=400)
         assert code == 0, err[-3000:]
         yield {"summary": last_json(out), "requests": web.requests(), "manifest": web.manifest(),
@@ -89,7 +90,8 @@ def test_bad_input_is_counted_and_logged_never_fatal(crawl):
     assert summary["robots_parked"] >= 1
     assert any(r["reason"] == "robots_fetched_disallowed" and "robots500." in r["url"] for r in log)
     # every fetch has one crawl-log line
-    assert sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_")) == summary["fetches"]
+    assert (sum(1 for r in fetched if r["kind"] == "page" and not r["reason"].startswith("robots_"))
+            == summary["fetches"])
 
 
 def test_warc_holds_every_response(crawl):

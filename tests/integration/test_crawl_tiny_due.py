@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tests.integration.crawl_support import last_json, run_crawler, write_config
+from tests.support.configs import one_node_config, write_config
+from tests.support.crawls import last_json
+from tests.support.processes import run_crawler
 
 from crawler.testweb.audit import compare
 from crawler.testweb.process import TestWebProcess
@@ -14,14 +16,13 @@ pytestmark = pytest.mark.slow
 def test_tiny_buffer_and_cache_force_merges_and_lose_nothing(tmp_path):
     with TestWebProcess(tmp_path / "web", ["--hosts", "30", "--pages", "1500", "--no-bad-host",
                                            "--no-slow-host"]) as web:
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "workers": 32,
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "due": {"buffer_size": 64, "flush_interval_s": 0.05, "cache": {"policy": "clock", "size": 16}},
-            "metrics": {"progress_interval_s": 0},
-        })
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=web.info["seeds"],
+            workers=32,
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            due={"buffer_size": 64, "flush_interval_s": 0.05, "cache": {"policy": "clock", "size": 16}},
+            metrics={"progress_interval_s": 0},
+        ))
         code, out, err = run_crawler(["run", "-c", str(config)], timeout_s=300)
         assert code == 0, err[-2000:]
         summary = last_json(out)

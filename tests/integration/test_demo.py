@@ -6,7 +6,6 @@ last line; with --remove it deletes the folder and names none (also when stopped
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.integration.crawl_support import REPO, run_crawler
+from tests.support.processes import crawler_env, run_crawler
 from warcio.archiveiterator import ArchiveIterator
 
 pytestmark = pytest.mark.slow
@@ -54,8 +53,7 @@ def test_demo_stopped_with_ctrl_c_and_remove_deletes_its_folder_and_names_none(t
     mismatch: pages are missing), and --remove deletes its folder. A whole crawl to test this took
     ~40 s of the suite; the report and the removal are the same code either way."""
     where = tmp_path / "demo"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env = crawler_env()
     proc = subprocess.Popen([sys.executable, "-m", "crawler", "demo", "--hosts", "5", "--pages", "100",
                              "--nodes", "2", "--dir", str(where), "--remove"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -29,8 +29,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.support.fixtures import REPO
+from tests.support.processes import crawler_env
 
-REPO = Path(__file__).resolve().parents[2]
 BATCHES = 120
 BATCH_LINKS = 25
 DOMAIN = 2500              # distinct URLs the stream draws from
@@ -105,7 +106,7 @@ def batch_urls(n: int) -> list[str]:
 def run_child(directory: Path, start: int, background: bool, point: str, nth: int,
               kill_after_s: float | None) -> tuple[list[str], bool]:
     """Runs the child until it ends or is killed; returns its complete output lines and whether it finished."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = crawler_env()
     cmd = [sys.executable, "-c", CHILD, str(directory), str(start), str(BATCHES), "1" if background else "0",
            point, str(nth), str(BATCH_LINKS), str(DOMAIN), str(BUFFER_SIZE), str(FLUSH_EVERY)]
     # Unbuffered: `readline` below must take only the first line. A buffered reader
@@ -133,6 +134,7 @@ def run_child(directory: Path, start: int, background: bool, point: str, nth: in
     return complete, finished
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("background", [False, True], ids=["sync", "background"])
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, background: bool) -> None:
     rng = random.Random(1234 + background)

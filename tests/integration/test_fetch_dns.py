@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
-from tests.integration.servers import Dnsmasq, find_binary, free_udp_port
+from tests.support.ports import free_port, free_udp_port
+from tests.support.processes import find_binary
+from tests.support.servers import Dnsmasq
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
@@ -181,9 +182,7 @@ async def test_fetch_through_dnsmasq(dnsmasq, make_resolver):
         resolver = Resolver(dns, allow_private_networks=allow)
         fetcher = Fetcher(FetchConfig(allow_private_networks=allow, dns=dns), resolver, "ExampleCrawler/1.0")
         try:
-            with socket.socket() as sock:                   # a closed port: connecting is refused
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
+            port = free_port()                              # a closed port: connecting is refused
             res = await fetcher.fetch(f"http://www.web.test:{port}/")
             assert res.reason == expected, res.detail
             res = await fetcher.fetch(f"http://missing.test:{port}/")

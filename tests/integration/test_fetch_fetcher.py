@@ -15,6 +15,7 @@ from email.utils import formatdate
 import brotli
 import pytest
 from aiohttp import web
+from tests.support.ports import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
@@ -221,7 +222,7 @@ def make_app(bomb: bytes, seen: list[str], br_bomb: bytes = b"") -> web.Applicat
 
     @routes.get("/loop-b")
     async def loop_b(request):
-        return web.Response(status=302, headers={"Location": "http://127.0.0.1:%d/loop-a" % request.url.port})
+        return web.Response(status=302, headers={"Location": f"http://127.0.0.1:{request.url.port:d}/loop-a"})
 
     @routes.get("/429")
     async def too_many(request):
@@ -496,10 +497,7 @@ async def test_url_checks_before_sending(server, make_fetcher):
 
 
 async def test_connection_refused(make_fetcher):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     res = await (await make_fetcher()).fetch(f"http://127.0.0.1:{port}/")
     assert res.reason == R.CONNECT_ERROR and res.status == 0 and res.ip is None
 
@@ -606,6 +604,7 @@ async def test_connection_cap_queues_fetches_outside_their_timeouts(make_fetcher
     assert all(r.duration_s < hold_s * 2 for r in results)          # the queue is not in the fetch's time
 
 
+@pytest.mark.slow
 async def test_trickling_body_is_too_slow_at_the_defaults(server, make_fetcher):
     """2 KiB/s, under the default floor of 4096 bytes/s: cut at the first sweep after the first 10 s window."""
     base, _ = server

@@ -6,13 +6,14 @@ Run with -s to see the figure:
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+from tests.support.ports import free_port
+from tests.support.processes import accepting, stop_process
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
@@ -36,34 +37,16 @@ SERVER = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def page_server():
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.skip("page server did not start")
-                time.sleep(0.05)
+        if not accepting(proc, port):
+            pytest.skip("page server did not start")
         yield f"http://127.0.0.1:{port}/"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
 
 
 async def test_cpu_per_fetch_over_keepalive(page_server):

@@ -17,13 +17,11 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 from aiohttp import web
-from tests.integration.servers import POLL_S, START_TIMEOUT_S, Dnsmasq, free_tcp_port, require_binary, stop_process
+from tests.support.ports import free_port
+from tests.support.servers import MICROSOCKS_OUT, PROXY_CLIENT, TINYPROXY_OUT, Dnsmasq, Microsocks, Tinyproxy
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -33,106 +31,6 @@ from crawler.fetch.fetcher import Fetcher
 from crawler.testweb import certs
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
-TINYPROXY_OUT = "127.0.0.3"                 # where tinyproxy's connections to targets come from
-MICROSOCKS_OUT = "127.0.0.4"                # where microsocks' connections to targets come from
-CLIENT = "127.0.0.1"
-
-
-def wait_for_port(proc: subprocess.Popen, port: int, what: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc)
-                pytest.fail(f"{what} did not start: {log.read_text(errors='replace')[-500:]}")
-            time.sleep(POLL_S)
-
-
-class Tinyproxy:
-    """tinyproxy in the foreground from a config file in tmp, logging to a file; stopped by its PID."""
-
-    def __init__(self, tmp: Path, *, connect_ports: list[int] | None = None) -> None:
-        self.binary = require_binary("tinyproxy", "tinyproxy")
-        self.port = free_tcp_port()
-        self.conf = tmp / "tinyproxy.conf"
-        self.log_path = tmp / "tinyproxy.log"
-        lines = [f"Port {self.port}", "Listen 127.0.0.1", f"Bind {TINYPROXY_OUT}", "Timeout 10",
-                 f"Allow {CLIENT}", "LogLevel Info", "MaxClients 20"]
-        lines += [f"ConnectPort {p}" for p in connect_ports or []]      # none: CONNECT to any port
-        self.conf.write_text("\n".join(lines) + "\n")
-        self.proc: subprocess.Popen | None = None
-        self._log = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Tinyproxy:
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([self.binary, "-d", "-c", str(self.conf)], stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while b"Starting main loop" not in self.log_path.read_bytes():   # no probe: it would be a client
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"tinyproxy did not start: {self.log_path.read_text(errors='replace')[-500:]}")
-            time.sleep(POLL_S)
-        return self
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def clients(self) -> int:
-        """Connections tinyproxy has accepted."""
-        return self.log_path.read_text(errors="replace").count("Connect (file descriptor")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def __enter__(self) -> Tinyproxy:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-class Microsocks:
-    """microsocks (SOCKS5) on a loopback port, outgoing connections bound to MICROSOCKS_OUT; stopped by PID."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.binary = require_binary("microsocks", "microsocks")
-        self.port = free_tcp_port()
-        self.log_path = tmp / "microsocks.log"
-        self.proc: subprocess.Popen | None = None
-        self._log = None
-
-    @property
-    def url(self) -> str:
-        return f"socks5h://127.0.0.1:{self.port}"
-
-    def start(self) -> Microsocks:
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([self.binary, "-i", "127.0.0.1", "-p", str(self.port), "-b", MICROSOCKS_OUT],
-                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for_port(self.proc, self.port, "microsocks", self.log_path)    # a bare probe logs nothing
-        return self
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def connections(self) -> list[str]:
-        """The targets microsocks connected to, as it logs them ('host:port')."""
-        return [line.rsplit(" ", 1)[-1] for line in self.log_path.read_text(errors="replace").splitlines()
-                if "connected to" in line]
 
 
 @pytest.fixture
@@ -328,7 +226,7 @@ async def test_guard_judges_targets_before_the_proxy(tmp_path, dnsmasq, target, 
 @pytest.mark.parametrize("scheme", ["http", "socks5h"])
 @pytest.mark.parametrize("https", [False, True], ids=["http", "https"])
 async def test_dead_proxy_is_proxy_error(target, make_fetcher, scheme, https):
-    port = free_tcp_port()                              # nothing listens there
+    port = free_port()                              # nothing listens there
     res = await make_fetcher(f"{scheme}://127.0.0.1:{port}").fetch(target.url(https))
     assert res.reason == R.PROXY_ERROR and res.status == 0, (res.reason, res.detail)
     assert str(port) in res.detail
@@ -346,7 +244,7 @@ async def test_connect_refused_by_the_proxy_is_proxy_error(tmp_path, target, mak
 
 
 async def test_socks_error_is_proxy_error(microsocks, make_fetcher):
-    port = free_tcp_port()                              # the proxy's connect to the target is refused
+    port = free_port()                              # the proxy's connect to the target is refused
     res = await make_fetcher(microsocks.url).fetch(f"http://127.0.0.1:{port}/")
     assert res.reason == R.PROXY_ERROR and res.status == 0, (res.reason, res.detail)
 
@@ -354,7 +252,7 @@ async def test_socks_error_is_proxy_error(microsocks, make_fetcher):
 async def test_http_proxy_error_page_for_a_plain_http_target_is_its_response(tinyproxy, make_fetcher):
     """Plain HTTP through a proxy has no tunnel: when the proxy cannot reach the target, its error page IS
     the response (tinyproxy: 500). The fetcher cannot tell it from the origin's own; documented."""
-    port = free_tcp_port()
+    port = free_port()
     res = await make_fetcher(tinyproxy.url).fetch(f"http://127.0.0.1:{port}/")
     assert (res.reason, res.status) == (R.OK, 500)
     assert b"Unable to connect" in res.body
@@ -367,7 +265,7 @@ async def test_node_proxy_overrides_fetch_proxy(tinyproxy, microsocks, target, m
     assert (await fetcher.fetch(target.url(False))).reason == R.OK
     fetcher = make_fetcher("", config_proxy=tinyproxy.url)                  # "": no proxy for this node
     assert (await fetcher.fetch(target.url(False))).reason == R.OK
-    assert [s["peer"] for s in target.seen] == [MICROSOCKS_OUT, TINYPROXY_OUT, CLIENT]
+    assert [s["peer"] for s in target.seen] == [MICROSOCKS_OUT, TINYPROXY_OUT, PROXY_CLIENT]
 
 
 @pytest.mark.parametrize("value, words", [

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import random
-import socket
 
 import pytest
 from aiohttp import web
+from tests.support.ports import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
 from crawler.fetch import result as R
@@ -210,9 +210,7 @@ async def test_a_robots_txt_that_never_answers_is_cut_at_fetch_timeout_s(site, m
 
 
 async def test_unreachable_disallows(make_cache):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     rules, results = await (await make_cache()).fetch(origin("down", port))
     assert rules.source == "error" and results[0].reason == R.CONNECT_ERROR
     assert not rules.allowed(origin("down", port) + "/page")
@@ -229,7 +227,8 @@ async def test_private_origin_is_dead_for_dead_cache_s(make_cache):
 
 async def test_nxdomain_origin_is_dead(make_cache):
     """A name that does not exist: dead, with the DNS reason (dnsmasq answers NXDOMAIN for unknown names)."""
-    from tests.integration.servers import Dnsmasq, require_binary
+    from tests.support.processes import require_binary
+    from tests.support.servers import Dnsmasq
     require_binary("dnsmasq", "dnsmasq-base")
     import tempfile
     from pathlib import Path

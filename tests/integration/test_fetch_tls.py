@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import ssl
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
-from tests.integration.servers import START_TIMEOUT_S, free_tcp_port, require_binary, stop_process
+from tests.support.ports import free_port
+from tests.support.processes import accepting, require_binary, stop_process
 
 from crawler.config import ConfigError
 from crawler.config.schema import DnsConfig, FetchConfig, TlsConfig
@@ -237,22 +236,15 @@ async def test_client_certificate(pki, mtls_server, make_fetcher):
 def openssl_mtls_server(pki, tmp_path):
     """`openssl s_server` over TLS 1.3 requiring a client certificate; yields its port."""
     openssl = require_binary("openssl", "openssl")
-    port = free_tcp_port()
+    port = free_port()
     files = pki.server["good"]
     proc = subprocess.Popen([openssl, "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(files.cert),
                              "-key", str(files.key), "-CAfile", str(pki.ca_file), "-Verify", "1",
                              "-tls1_3", "-www", "-quiet"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("openssl s_server did not start")
-                time.sleep(0.05)
+        if not accepting(proc, port):
+            pytest.fail("openssl s_server did not start")
         yield port
     finally:
         stop_process(proc)

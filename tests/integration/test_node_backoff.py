@@ -14,7 +14,9 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+import pytest
 from aiohttp import web
+from tests.support.configs import one_node_config
 
 from crawler.config import from_dict
 from crawler.node import Node
@@ -89,19 +91,19 @@ def gaps_after_slow_down(hits: list[Hit], wait_s: float) -> list[tuple[str, int,
     return short
 
 
+@pytest.mark.slow
 async def test_every_429_and_503_holds_its_host_last_tries_included(tmp_path):
     paths = ["/a", "/b", "/c"]
     async with Web() as server:
         seeds = [f"http://{h}.web.test:{server.port}{p}" for h in ("busy", "unavail", "recovers", "robots429")
                  for p in paths]
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds": seeds, "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 8,
-            "politeness": {"max_retries": MAX_RETRIES, "default_retry_after_s": DEFAULT_RETRY_AFTER_S},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"enabled": False, "progress_interval_s": 0},
-        })
+        config = from_dict(one_node_config(
+            tmp_path / "node-{node}", seeds=seeds,
+            workers=8,
+            politeness={"max_retries": MAX_RETRIES, "default_retry_after_s": DEFAULT_RETRY_AFTER_S},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"enabled": False, "progress_interval_s": 0},
+        ))
         summary = await asyncio.wait_for(Node(config, 0).run(), CRAWL_TIMEOUT_S)
     assert summary["stop"] == "done"
     busy = [h for h in server.of("busy") if h.path != "/robots.txt"]

@@ -18,8 +18,9 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.crawl_support import REPO, write_config
-from tests.integration.servers import free_tcp_port
+from tests.support.configs import one_node_config, write_config
+from tests.support.fixtures import REPO
+from tests.support.ports import free_port
 
 from crawler._native import BUILD_HINT, NATIVE, PURE_PYTHON_ENV
 from crawler.testweb.process import TestWebProcess
@@ -44,19 +45,19 @@ def node_info(port: int) -> dict:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forced_off", [True, False], ids=["python-twins", "as-built"])
 def test_a_node_says_which_kernels_it_runs(tmp_path, forced_off):
     if not forced_off and NATIVE is None:
         pytest.skip("the compiled extension is not built here")
-    port = free_tcp_port()
+    port = free_port()
     with TestWebProcess(tmp_path / "web", ["--hosts", "5", "--pages", "100", "--no-bad-host", "--no-slow-host",
                                            "--no-trap"]) as web:
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": port}]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"progress_interval_s": 0, "linger_s": LINGER_S},
-        })
+        config = write_config(tmp_path / "crawl.yaml", one_node_config(
+            tmp_path / "data" / "node-{node}", seeds_file=web.info["seeds"], metrics_port=port,
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"progress_interval_s": 0, "linger_s": LINGER_S},
+        ))
         env = dict(os.environ, PYTHONPATH=str(REPO))
         env[PURE_PYTHON_ENV] = "1" if forced_off else "0"
         proc = subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config)], env=env,

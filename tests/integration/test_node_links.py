@@ -24,6 +24,7 @@ import logging
 import pytest
 from aiohttp import web
 from prometheus_client import generate_latest
+from tests.support.configs import one_node_config
 
 from crawler.config import from_dict
 from crawler.node import Node
@@ -68,15 +69,14 @@ async def test_duplicate_pages_are_not_followed_but_duplicate_stylesheets_are(tm
 
     runner, port = await serve(handle)
     try:
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds": [f"http://mirror.web.test:{port}/"], "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 4,
-            "politeness": {"delay_factor": 0},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"enabled": False, "progress_interval_s": 0},
-            "parse": {} if content_seen_size is None else {"content_seen_size": content_seen_size},
-        })
+        config = from_dict(one_node_config(
+            tmp_path / "node-{node}", seeds=[f"http://mirror.web.test:{port}/"],
+            workers=4,
+            politeness={"delay_factor": 0},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"enabled": False, "progress_interval_s": 0},
+            parse={} if content_seen_size is None else {"content_seen_size": content_seen_size},
+        ))
         node = Node(config, 0)
         summary = await asyncio.wait_for(node.run(), CRAWL_TIMEOUT_S)
     finally:
@@ -113,14 +113,13 @@ async def test_a_page_past_max_links_per_page_is_cut_and_says_so(tmp_path, caplo
 
     runner, port = await serve(handle)
     try:
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds": [f"http://many.web.test:{port}/"], "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 4, "parse": {"max_links_per_page": cap},
-            "politeness": {"delay_factor": 0},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"enabled": False, "progress_interval_s": 0},
-        })
+        config = from_dict(one_node_config(
+            tmp_path / "node-{node}", seeds=[f"http://many.web.test:{port}/"],
+            workers=4, parse={"max_links_per_page": cap},
+            politeness={"delay_factor": 0},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"enabled": False, "progress_interval_s": 0},
+        ))
         node = Node(config, 0)
         with caplog.at_level(logging.WARNING, logger="crawler.node"):
             summary = await asyncio.wait_for(node.run(), CRAWL_TIMEOUT_S)

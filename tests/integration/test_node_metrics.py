@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.crawl_support import LINGER_STOP_TIMEOUT_S, lingering_node
+from tests.support.crawls import LINGER_STOP_TIMEOUT_S, lingering_node
 
 from crawler.testweb import WebParams
 

@@ -12,6 +12,7 @@ import asyncio
 import re
 
 from aiohttp import web
+from tests.support.configs import one_node_config
 
 from crawler.config import from_dict
 from crawler.node import Node
@@ -41,14 +42,13 @@ async def test_a_stall_shows_as_zero_pages_per_second(tmp_path, capfd):
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     try:
-        config = from_dict({
-            "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-            "crawl": {"seeds": [f"http://stall.web.test:{port}/"], "data_dir": str(tmp_path / "node-{node}")},
-            "workers": 4,
-            "politeness": {"delay_factor": 0},
-            "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-            "metrics": {"enabled": False, "progress_interval_s": PROGRESS_EVERY_S},
-        })
+        config = from_dict(one_node_config(
+            tmp_path / "node-{node}", seeds=[f"http://stall.web.test:{port}/"],
+            workers=4,
+            politeness={"delay_factor": 0},
+            fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+            metrics={"enabled": False, "progress_interval_s": PROGRESS_EVERY_S},
+        ))
         summary = await asyncio.wait_for(Node(config, 0).run(), CRAWL_TIMEOUT_S)
     finally:
         await runner.cleanup()

@@ -16,9 +16,10 @@ import time
 
 import pytest
 from aiohttp import web
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.servers import free_tcp_port
-from tests.integration.test_fetch_proxy import TINYPROXY_OUT, Tinyproxy
+from tests.support.configs import write_config
+from tests.support.ports import free_port
+from tests.support.processes import run_crawler
+from tests.support.servers import TINYPROXY_OUT, Tinyproxy
 
 from crawler.splitter import Partitioner
 
@@ -71,14 +72,14 @@ class Sites:
 
 
 async def test_one_node_through_a_proxy_the_other_direct(tmp_path):
-    hosts, port = site_hosts(), free_tcp_port()
+    hosts, port = site_hosts(), free_port()
     with Tinyproxy(tmp_path) as proxy:
         async with Sites(hosts, port) as sites:
             config = write_config(tmp_path / "crawl.yaml", {
                 "cluster": {"name": "proxy", "secret_env": "TEST_CLUSTER_SECRET", "nodes": [
-                    {"id": 0, "peer_port": free_tcp_port(), "metrics_port": free_tcp_port(),
+                    {"id": 0, "peer_port": free_port(), "metrics_port": free_port(),
                      "source_address": NODE0_SOURCE},
-                    {"id": 1, "peer_port": free_tcp_port(), "metrics_port": free_tcp_port(), "proxy": proxy.url}]},
+                    {"id": 1, "peer_port": free_port(), "metrics_port": free_port(), "proxy": proxy.url}]},
                 "crawl": {"seeds": [f"http://{hosts[0]}:{port}/"], "data_dir": str(tmp_path / "data" / "node-{node}")},
                 "workers": 4,
                 "fetch": {"allow_private_networks": True},

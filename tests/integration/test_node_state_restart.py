@@ -17,7 +17,9 @@ import pytest
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.servers import Dnsmasq, find_binary
+from tests.support.configs import one_node_config
+from tests.support.processes import find_binary
+from tests.support.servers import Dnsmasq
 
 from crawler.config import from_dict
 from crawler.config.schema import DnsConfig
@@ -52,7 +54,8 @@ class Web:
         if request.path == "/robots.txt":
             n = sum(1 for h in self.hits if h.host == host and h.path == "/robots.txt")
             status = self.robots_status(host, n)
-            resp = web.Response(body=ROBOTS, content_type="text/plain") if status == 200 else web.Response(status=status)
+            resp = (web.Response(body=ROBOTS, content_type="text/plain") if status == 200
+                    else web.Response(status=status))
         else:
             step = 0 if request.path == "/" else int(request.path.rsplit("/", 1)[1])
             links = "<a href='/private/x'>x</a>"
@@ -84,16 +87,15 @@ class Web:
 
 
 def node_config(tmp: Path, server: Web, hosts: list[str], **extra) -> object:
-    return from_dict({
-        "cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-        "crawl": {"seeds": [f"http://{h}.web.test:{server.port}/" for h in hosts],
-                  "data_dir": str(tmp / "node-{node}"), **extra.pop("crawl", {})},
-        "workers": 4,
-        "politeness": {"delay_factor": 1.0},
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-        "metrics": {"enabled": False, "progress_interval_s": 0},
+    return from_dict(one_node_config(
+        tmp / "node-{node}", seeds=[f"http://{h}.web.test:{server.port}/" for h in hosts],
+        crawl=extra.pop("crawl", {}),
+        workers=4,
+        politeness={"delay_factor": 1.0},
+        fetch={"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+        metrics={"enabled": False, "progress_interval_s": 0},
         **extra,
-    })
+    ))
 
 
 async def crawl(config, **kwargs) -> dict:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork
@@ -103,7 +103,8 @@ async def test_three_nodes_deliver_everything_with_exact_counts(cluster):
             if a is not b:
                 assert b.urls_from(a.cfg.id) == [batch(f"{a.cfg.id}to{b.cfg.id}", i) for i in range(per_pair)]
     counts = [n.net.counts() for n in nodes]
-    assert sum(c["batches_sent_total"] for c in counts) == sum(c["batches_received_total"] for c in counts) == 6 * per_pair
+    assert (sum(c["batches_sent_total"] for c in counts) == sum(c["batches_received_total"] for c in counts)
+            == 6 * per_pair)
     for c in counts:
         assert c["rejected"] == {}
         for peer in c["peers"].values():

@@ -8,7 +8,7 @@ import struct
 import time
 
 import pytest
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork

@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 from crawler.config.schema import NodeConfig
 from crawler.peers import PeerNetwork

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.servers import free_tcp_port, require_binary, stop_process
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
-from tests.unit.test_metrics_docs import (
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.fixtures import REPO
+from tests.support.metrics_docs import (
     SAMPLE_SUFFIXES,
     dashboard_exprs,
     docs_promql_examples,
@@ -38,10 +37,11 @@ from tests.unit.test_metrics_docs import (
     grafana_to_promql,
     recording_rules,
 )
+from tests.support.ports import free_port
+from tests.support.processes import require_binary, run_crawler, stop_process
 
 from crawler.testweb.process import TestWebProcess
 
-REPO = Path(__file__).resolve().parents[2]
 PROM_DIR = REPO / "deploy" / "prometheus"
 CONFIG = PROM_DIR / "prometheus.yml"
 RULES = PROM_DIR / "rules.yml"
@@ -140,7 +140,7 @@ class Prometheus:
 
     def __init__(self, tmp: Path, config: dict) -> None:
         self.binary = require_binary("prometheus", "prometheus")
-        self.port = free_tcp_port()
+        self.port = free_port()
         self.config_path = write_config(tmp / "prometheus.yml", config)
         self.log_path = tmp / "prometheus.log"
         self.args = [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={tmp / 'tsdb'}",
@@ -228,11 +228,13 @@ def scraped_crawl(tmp_path_factory):
             prom.stop()
 
 
+@pytest.mark.slow
 def test_every_node_was_up_and_scraped(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     assert prom.values(f'up{{job="{JOB}"}}', at, "node") == {str(i): 1.0 for i in range(NODES)}
 
 
+@pytest.mark.slow
 def test_pages_rules_equal_the_summaries(scraped_crawl):
     prom, nodes, cluster, at = scraped_crawl
     assert cluster["pages"] > 300
@@ -247,6 +249,7 @@ def test_pages_rules_equal_the_summaries(scraped_crawl):
     assert peak[CLUSTER] > 0
 
 
+@pytest.mark.slow
 def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     prom, nodes, cluster, at = scraped_crawl
     measured = prom.values("crawler:cache_hit_rate:ratio", at, ("node", "cache"))
@@ -255,7 +258,7 @@ def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     assert {k for k, _ in expected} == {str(i) for i in range(NODES)}
     assert {c for _, c in expected} == {"due", "splitter"}          # a cluster has cross-host traffic
     assert measured == pytest.approx(expected, abs=HIT_RATE_TOLERANCE)
-    for (node, cache), rate in expected.items():                     # the rounded figures the summary prints
+    for node, cache in expected:                     # the rounded figures the summary prints
         assert round(measured[(node, cache)], 4) == pytest.approx(nodes[int(node)]["cache_hit_rates"][cache],
                                                                   abs=1e-4)
     totals = prom.values("crawler_cluster:cache_hit_rate:ratio", at, "cache")
@@ -267,6 +270,7 @@ def test_hit_rate_rules_equal_the_summaries(scraped_crawl):
     assert all(math.isnan(v) or 0 <= v <= 1 for v in recent.values()), recent
 
 
+@pytest.mark.slow
 def test_error_ratio_rule_equals_the_summaries(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     measured = prom.values("crawler:fetch_errors:ratio", at, "node")
@@ -274,6 +278,7 @@ def test_error_ratio_rule_equals_the_summaries(scraped_crawl):
     assert measured == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_peer_traffic_is_scraped(scraped_crawl):
     prom, nodes, _, at = scraped_crawl
     sent = prom.values("sum by (node) (crawler_peer_bytes_sent_total)", at, "node")
@@ -282,6 +287,7 @@ def test_peer_traffic_is_scraped(scraped_crawl):
     assert received == {str(s["node"]): s["urls_received"] for s in nodes}
 
 
+@pytest.mark.slow
 def test_every_dashboard_query_answers(scraped_crawl):
     """Each panel's query runs on the real data; all but the kinds of event this crawl had none of return series."""
     prom, _, _, at = scraped_crawl
@@ -293,6 +299,7 @@ def test_every_dashboard_query_answers(scraped_crawl):
     assert [e for e in empty if not any(name in e[1] for name in MAY_BE_EMPTY)] == []
 
 
+@pytest.mark.slow
 def test_documented_labels_match_the_cluster_series(scraped_crawl):
     """With peers, the per-peer families have series too: their labels are what docs/metrics.md says."""
     prom, _, _, at = scraped_crawl

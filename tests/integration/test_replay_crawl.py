@@ -16,8 +16,8 @@ import json
 
 import numpy as np
 import pytest
-from tests.integration.crawl_support import run_crawler, write_config
-from tests.integration.test_cluster import NODES, SECRET, cluster_config
+from tests.support.configs import NODES, SECRET, cluster_config, write_config
+from tests.support.processes import run_crawler
 
 from crawler.splitter import FLAG_CROSS, read_records
 from crawler.testweb.process import TestWebProcess
@@ -32,7 +32,8 @@ def replayed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replay-crawl")
     with TestWebProcess(tmp / "web", ["--hosts", "40", "--pages", "2000", "--no-slow-host"]) as web:
         # Politeness is not what this test is about: a small delay factor keeps the crawl short.
-        config = write_config(tmp / "crawl.yaml", cluster_config(tmp, web.info["seeds"], politeness={"delay_factor": 1}))
+        config = write_config(tmp / "crawl.yaml",
+                              cluster_config(tmp, web.info["seeds"], politeness={"delay_factor": 1}))
         code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"], timeout_s=300,
                                      env=SECRET)
         assert code == 0, err[-3000:]

@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 from cryptography import x509
-from tests.integration.servers import Nginx, free_tcp_port, require_binary
+from tests.support.ports import free_port
+from tests.support.processes import require_binary
+from tests.support.servers import Nginx
 
 from crawler.testweb import audit
 from crawler.testweb.build import build_web
@@ -197,6 +199,7 @@ async def test_access_log_records_the_scheme(server, web, session):
     assert list(audit.by_host(requests)) == [redirect.name] and not audit.overlaps(requests)
 
 
+@pytest.mark.slow
 async def test_reference_crawl_over_https_requests_exactly_the_manifest(server, web, session):
     """A sequential crawler over real HTTP and HTTPS (certificates verified) requests exactly the manifest:
     each bad host refused for its reason with no request logged, robots.txt once per origin."""
@@ -217,6 +220,7 @@ async def test_reference_crawl_over_https_requests_exactly_the_manifest(server, 
     assert {r.scheme for r in requests} == {"http", "https"}
 
 
+@pytest.mark.slow
 async def test_cli_serves_https_and_writes_the_ca(tmp_path):
     """`crawler testweb` with HTTPS: the ready line names the TLS port and the CA file in --out."""
     args = ["--hosts", "8", "--pages", "120", "--seed", "3", "--no-bad-host", "--no-slow-host",
@@ -247,10 +251,10 @@ async def test_nginx_serves_the_https_export(tmp_path):
     nginx = require_binary("nginx", "nginx")
     web = build_web(WebParams(hosts=8, pages=160, seed=4, **{k: getattr(PARAMS, k) for k in
                                                              ("https_share", "https_redirect_share", "tls_bad_hosts")}))
-    port = free_tcp_port()
-    tls_port = free_tcp_port()
+    port = free_port()
+    tls_port = free_port()
     while tls_port == port:
-        tls_port = free_tcp_port()
+        tls_port = free_port()
     site = prepare_nginx(web, tmp_path / "root", tmp_path / "logs", port, tls_port=tls_port, nginx=nginx)
     ctx = client_context(site.ca_file)
     with Nginx(site.command, port):

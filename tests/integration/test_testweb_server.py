@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
-import socket
 import subprocess
 import time
 import zlib
@@ -18,6 +16,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tests.support.ports import free_port
+from tests.support.processes import accepting, find_binary
 
 from crawler.testweb import audit
 from crawler.testweb.build import build_web
@@ -31,7 +31,6 @@ from crawler.testweb.static import export_static, nginx_command, nginx_conf
 
 UA = "TestwebIntegration/1.0 (+https://example.org/test)"
 WAIT_S = 5.0
-SBIN_DIRS = "/usr/sbin:/usr/local/sbin"  # where distributions put nginx when PATH lacks it
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +220,7 @@ async def test_slow_host_is_slow(server, session, web):
     assert rec.host == "slow.web.test" and rec.end - rec.start >= web.params.slow_delay_s * 0.9
 
 
+@pytest.mark.slow
 async def test_cli_process_serves_what_its_manifest_says(tmp_path):
     """`python -m crawler.testweb` as a child: a sequential reference crawl requests exactly the manifest."""
     args = ["--hosts", "12", "--pages", "240", "--seed", "5", "--stall-s", "10", "--endless-max-s", "10",
@@ -250,26 +250,9 @@ async def test_cli_process_serves_what_its_manifest_says(tmp_path):
 # --- nginx ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
 @pytest.fixture
 def nginx_binary():
-    path = shutil.which("nginx") or shutil.which("nginx", path=SBIN_DIRS)
+    path = find_binary("nginx")
     if path is None:
         print("nginx binary not found: skipping the static-export test")
         pytest.skip("nginx binary not found on PATH or in the sbin directories")
@@ -278,7 +261,7 @@ def nginx_binary():
 
 async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
     web = build_web(WebParams(hosts=8, pages=160, seed=4))
-    port = _free_port()
+    port = free_port()
     root = tmp_path / "root"
     export_static(web, root, port)
     logs = tmp_path / "logs"
@@ -289,7 +272,7 @@ async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
     proc = subprocess.Popen(nginx_command(conf, root, error, nginx=nginx_binary),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        if not _wait_listening(port, proc):
+        if not accepting(proc, port, timeout_s=WAIT_S):
             err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else ""
             pytest.fail(f"nginx did not start: {err} {error.read_text() if error.exists() else ''}")
         manifest = expected_crawl(web, port, CrawlRules(), static=True)
@@ -300,11 +283,13 @@ async def test_nginx_serves_the_static_export(tmp_path, nginx_binary):
             async with s.get(base + "/", headers={"Host": f"{h0.name}:{port}"}) as resp:
                 assert resp.status == 200 and await resp.read() == r.page(web.seed_ids[0], port)
                 assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
-            uid, red = next((u, d) for u, d in web.redirects.items() if web.hosts[int(web.url_host[u])].role is Role.ORDINARY)
+            uid, red = next((u, d) for u, d in web.redirects.items()
+                            if web.hosts[int(web.url_host[u])].role is Role.ORDINARY)
             async with s.get(base + web.url_path[uid], headers={"Host": web.hosts[int(web.url_host[uid])].name},
                              allow_redirects=False) as resp:
                 assert resp.status == red.status and resp.headers["Location"] == r.location(uid, port)
-            for host, path, status in (("robots500.web.test", "/robots.txt", 500), ("norobots.web.test", "/robots.txt", 404),
+            for host, path, status in (("robots500.web.test", "/robots.txt", 500),
+                                       ("norobots.web.test", "/robots.txt", 404),
                                        ("bad.web.test", "/", 404), (h0.name, "/gone/0.html", 404)):
                 async with s.get(base + path, headers={"Host": host}) as resp:
                     assert resp.status == status, (host, path)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.strategies import fingerprint_traces
 
 from crawler._native import NATIVE
 from crawler.cache import make_cache
@@ -31,12 +32,8 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=
 
 # --- inputs: short request sequences over a small pool of fingerprints ---------
 
-@st.composite
-def traces(draw, max_len: int = 120):
-    pool = draw(st.lists(st.one_of(st.integers(0, 40), st.sampled_from([0, 1, MASK64, MASK64 - 1]),
-                                   st.integers(0, MASK64)), min_size=1, max_size=45, unique=True))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_len))
-    return [pool[i] for i in picks]
+def traces(max_len: int = 120) -> st.SearchStrategy[list[int]]:
+    return fingerprint_traces(max_len, max_distinct=45)
 
 
 @st.composite
@@ -127,7 +124,7 @@ def belady_misses(trace: list[int], capacity: int) -> int:
             continue
         misses += 1
         if len(cached) == capacity:
-            def next_request(key: int) -> int:
+            def next_request(key: int, t: int = t) -> int:
                 rest = trace[t + 1:]
                 return rest.index(key) if key in rest else len(trace)
             cached.remove(max(cached, key=next_request))

@@ -8,9 +8,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from tests.due_support import batch, url_of
+from tests.support.due import batch, url_of
 
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
@@ -47,6 +48,7 @@ def make(directory: Path, p: dict) -> DiskDUE:
                    durable=False)   # fsync is for power loss; these examples test the logic
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=layout, ops=st.lists(operation, max_size=25))
 # A synchronous start_merge leaves its new URL waiting to come out: the next one has nothing to start.
@@ -101,6 +103,7 @@ def test_every_distinct_url_comes_out_exactly_once(p: dict, ops: list) -> None:
             due.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(st.integers(0, DOMAIN - 1), max_size=12), max_size=20),
        cache_size=st.integers(1, 5), buckets=st.sampled_from([1, 4, 16]))

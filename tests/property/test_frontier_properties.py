@@ -7,6 +7,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -115,7 +116,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
             f.shutdown()
             f = frontier(policy, directory)
         elif kind == "crash":
-            for host, url in inflight:           # killed mid-fetch: these may be fetched again
+            for _host, url in inflight:          # killed mid-fetch: these may be fetched again
                 fetched[url] += 1
                 allowed_twice[url] += 1
             inflight.clear()
@@ -141,6 +142,7 @@ async def scenario(directory: Path, steps, policy: str) -> None:
     assert len(leftovers) <= 1, leftovers             # consumed segments are deleted (the current one may stay)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=ops, policy=st.sampled_from(["fifo", "quality"]))
 # A lost snapshot's journal was appended to again by the next start's checkpoint (same number).

@@ -1,7 +1,7 @@
 """Properties of crawler.parse's small parsers against plain references (hypothesis).
 
 - `srcset_urls` keeps exactly the candidates of a step-by-step transcription
-  of the HTML standard's "parse a srcset attribute" (tests/parse_support.py),
+  of the HTML standard's "parse a srcset attribute" (tests/support/parse_reference.py),
   on free text and on srcset-shaped text (URLs with commas, descriptors,
   parentheses, stray commas and whitespace);
 - `refresh_url` equals the transcription of "parse a refresh value";
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from tests.parse_support import refresh_reference, srcset_reference
+from tests.support.parse_reference import refresh_reference, srcset_reference
 
 from crawler.parse.css import css_urls, css_urls_reference
 from crawler.parse.refresh import refresh_url
@@ -52,6 +53,7 @@ def srcsets(draw) -> str:
     return "".join(parts)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(srcsets(), st.text(alphabet=" \t,()xwh.0123456789ab-", max_size=40), st.text(max_size=30)))
 def test_srcset_matches_the_standard(value: str) -> None:
@@ -93,6 +95,7 @@ _PIECES = st.sampled_from([
 ])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.one_of(st.lists(_PIECES, max_size=30).map("".join),
                  st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=20).map("".join)))
@@ -125,6 +128,7 @@ def encoded_urls(draw) -> tuple[str, str]:
     return url, f"url({body})"
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(st.tuples(encoded_urls(), st.sampled_from(["/* url(no) */", '"url(no)"', "'url(no)'", ""]),
                           st.sampled_from(["a{background:", ".b{src:", "@media x{.c{d:", "--v:"])),

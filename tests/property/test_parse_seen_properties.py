@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.strategies import fingerprint_traces
 
 from crawler.cache.clock import WAYS
 from crawler.parse import ContentSeen
@@ -20,13 +21,9 @@ MASK64 = (1 << 64) - 1
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def streams(draw, max_len: int = 300):
+def streams(max_len: int = 300) -> st.SearchStrategy[list[int]]:
     """Fingerprints of fetched bodies: a pool with edge values, repeats drawn from it."""
-    pool = draw(st.lists(st.one_of(st.integers(0, 40), st.sampled_from([0, 1, MASK64, MASK64 - 1]),
-                                   st.integers(0, MASK64)), min_size=1, max_size=150, unique=True))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_len))
-    return [pool[i] for i in picks]
+    return fingerprint_traces(max_len, max_distinct=150)
 
 
 @SETTINGS

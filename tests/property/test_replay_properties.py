@@ -1,7 +1,7 @@
 """Replay pinned against plain reference simulations on arbitrary short traces (hypothesis).
 
 Whatever the trace and sizes: LRU, MIN, INFINITE and STATIC equal the
-textbook models of tests/unit/test_replay_models.py at every size, CLOCK and
+textbook models of tests/support/replay.py at every size, CLOCK and
 RANDOM equal the crawler's caches asked one request at a time (and, up to
 one 32-entry set, the paper's single-ring CLOCK), and the orderings the
 paper relies on hold: MIN below every policy that inserts on every miss,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.unit.test_replay_models import (
+from tests.support.replay import (
     clock_ring_misses,
     infinite_misses,
     lru_distances,
@@ -22,8 +22,8 @@ from tests.unit.test_replay_models import (
     single_call_misses,
     static_misses,
 )
+from tests.support.strategies import fingerprint_traces
 
-from crawler.cache._mix import MASK64
 from crawler.cache.min import next_use as cache_next_use
 from crawler.replay import _jit, stack
 from crawler.replay.simulate import ReplayOptions, replay
@@ -32,12 +32,8 @@ from crawler.replay.traces import Stream
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def traces(draw, max_len: int = 160):
-    pool = draw(st.lists(st.one_of(st.integers(0, 40), st.sampled_from([0, 1, MASK64, MASK64 - 1]),
-                                   st.integers(0, MASK64)), min_size=1, max_size=50, unique=True))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_len))
-    return [pool[i] for i in picks]
+def traces(max_len: int = 160) -> st.SearchStrategy[list[int]]:
+    return fingerprint_traces(max_len, max_distinct=50)
 
 
 size_lists = st.lists(st.integers(1, 70), min_size=1, max_size=6, unique=True).map(lambda s: tuple(sorted(s)))

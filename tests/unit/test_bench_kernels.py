@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.support.fixtures import REPO
 
 from crawler._native import PURE_PYTHON_ENV
 

@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 import tracemalloc
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tests.support.fixtures import REPO
 
 import crawler.cache as cache_pkg
 from crawler._native import NATIVE, PURE_PYTHON_ENV
@@ -32,7 +32,6 @@ from crawler.cache.min import belady_hits, belady_hits_py, next_use
 from crawler.cache.random_policy import PyRandomKernel
 from crawler.cache.static import top_k
 
-REPO = Path(__file__).resolve().parents[2]
 MAX_CLOCK_BYTES_PER_ENTRY = 9.0
 BIG_CAPACITY = 1 << 18
 needs_compiled = pytest.mark.skipif(NATIVE is None, reason="compiled kernel not built")

@@ -2,7 +2,7 @@ import textwrap
 
 import pytest
 import yaml
-from tests.conftest import REPO
+from tests.support.fixtures import REPO
 
 from crawler.config import Config, ConfigError, cluster_secret, from_dict, load
 from crawler.config.docs import render_example, render_markdown
@@ -93,7 +93,8 @@ def test_invalid_yaml_and_missing_file(tmp_path):
 
 def test_cluster_secret_required_for_several_nodes(tmp_path, monkeypatch):
     config = from_dict({"cluster": {"secret_env": "TEST_CRAWLER_SECRET",
-                                    "nodes": [{"id": 0, "peer_port": 1}, {"id": 1, "peer_port": 2, "metrics_port": 9}]}})
+                                    "nodes": [{"id": 0, "peer_port": 1},
+                                              {"id": 1, "peer_port": 2, "metrics_port": 9}]}})
     monkeypatch.delenv("TEST_CRAWLER_SECRET", raising=False)
     with pytest.raises(ConfigError, match="TEST_CRAWLER_SECRET"):
         cluster_secret(config)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.due_support import MASK64, batch, url_of
+from tests.support.due import MASK64, batch, url_of
 
 from crawler.config.schema import CacheConfig, DueConfig
 from crawler.due.disk import DiskDUE
@@ -511,7 +511,8 @@ def test_a_failed_journal_write_forgets_the_cache(tmp_path: Path, monkeypatch, h
 
 
 def test_a_window_the_mapper_thread_could_not_prepare_is_mapped_here(tmp_path: Path, monkeypatch) -> None:
-    """A full disk in the mapper thread: the slide maps the window itself, and fails the append if the disk is still full."""
+    """A full disk in the mapper thread: the slide maps the window itself, and fails the append if the disk is
+    still full."""
     import crawler.due.journal as journal_module
     monkeypatch.setattr(journal_module, "WINDOW_BYTES", 1 << 13)
     monkeypatch.setattr(journal_module, "NEXT_OVERLAP_BYTES", 1 << 12)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.due_support import batch
+from tests.support.due import batch
 
 from crawler._native import NATIVE
 from crawler.config.schema import CacheConfig, DueConfig

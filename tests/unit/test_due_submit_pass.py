@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.due_support import batch, fp_of
+from tests.support.due import batch, fp_of
 
 import crawler.due.disk as disk_module
 from crawler._native import NATIVE
@@ -22,14 +22,15 @@ from crawler.due.journal import SubmitJournal
 
 compiled = pytest.mark.skipif(not submit_pass.COMPILED, reason="the compiled extension is not built")
 WINDOW_BYTES = 1 << 16
-POLICIES = [("clock", {}), ("lru", {}), ("random", {"seed": 3}), ("static", {"preload": np.array([fp_of(i) for i in range(0, 400, 7)], dtype=np.uint64)})]
+POLICIES = [("clock", {}), ("lru", {}), ("random", {"seed": 3}),
+            ("static", {"preload": np.array([fp_of(i) for i in range(0, 400, 7)], dtype=np.uint64)})]
 
 
 def batches(seed: int, count: int) -> list[tuple[np.ndarray, list[str]]]:
     """Batches with repeats inside and across calls; sizes from 0 to past the kernel's stack scratch (512)."""
     rng = np.random.default_rng(seed)
     out = []
-    for k in range(count):
+    for _ in range(count):
         size = int(rng.choice([0, 1, 7, 60, 300, 700]))
         out.append(batch(rng.integers(0, 400, size).tolist()))
     return out
@@ -139,7 +140,8 @@ def test_kernel_records_are_journal_records(tmp_path: Path) -> None:
     kept: list[str] = []
     n = 0
     for fps, urls in batches(seed=4, count=30):
-        m, size = submit_pass.submit(cache, fps, urls, buf, n, kept, journal.window, journal.active_bytes - journal.window_at)
+        m, size = submit_pass.submit(cache, fps, urls, buf, n, kept, journal.window,
+                                journal.active_bytes - journal.window_at)
         if size >= 0:
             journal.advance(size)
         elif m:
@@ -271,11 +273,12 @@ def test_the_due_runs_without_the_extension(tmp_path: Path) -> None:
         "from crawler.due import submit_pass\n"
         "from crawler.due.disk import DiskDUE\n"
         "from crawler.config.schema import DueConfig\n"
-        "from tests.due_support import batch\n"
+        "from tests.support.due import batch\n"
         "assert not submit_pass.COMPILED\n"
         "d = Path(sys.argv[1]); c = DueConfig(buffer_size=50)\n"
         "due = DiskDUE(d, c, durable=False); out = due.submit(*batch(list(range(30)) * 2)); due.close()\n"
-        "due = DiskDUE(d, c, durable=False); out += due.submit(*batch(list(range(20, 45)))) + due.flush(); due.close()\n"
+        "due = DiskDUE(d, c, durable=False)\n"
+        "out += due.submit(*batch(list(range(20, 45)))) + due.flush(); due.close()\n"
         "assert len(out) == len(set(out)) == 45, out\n"
     )
     env = {**os.environ, "CRAWLER_CACHE_PURE_PYTHON": "1", "PYTHONPATH": str(repo)}

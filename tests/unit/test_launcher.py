@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.integration.crawl_support import REPO
+from tests.support.fixtures import REPO
 
 from crawler.launcher import node_argv, node_name, parse_args
 

@@ -1,14 +1,14 @@
 """A node refuses to reuse an earlier crawl's state by accident; --fresh starts over."""
 
 import pytest
+from tests.support.configs import one_node_config
 
 from crawler.config import ConfigError, from_dict
 from crawler.node import Node
 
 
 def config(tmp_path):
-    return from_dict({"cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-                      "crawl": {"data_dir": str(tmp_path / "node-{node}")}})
+    return from_dict(one_node_config(tmp_path / "node-{node}"))
 
 
 def test_used_data_dir_is_refused_then_fresh_starts_over(tmp_path):

@@ -33,7 +33,7 @@ def parse(body: bytes | str, url: str = URL, content_type: str | None = HTML, ch
 # --- the reference: Python's html.parser, the same link-source rules ---------------
 
 # The plain-attribute link sources (one URL per attribute; srcset, refresh and
-# CSS have their own references in tests/parse_support.py and
+# CSS have their own references in tests/support/parse_reference.py and
 # test_parse_reference.py). The saved-page comparisons below parse with this
 # list so both sides apply the same sources.
 SOURCES = {"a": ("href",), "area": ("href",), "link": ("href",), "img": ("src",), "frame": ("src",),

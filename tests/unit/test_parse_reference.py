@@ -1,7 +1,7 @@
 """crawler.parse against independent references on the 60 saved real pages.
 
 - html5lib (a spec-compliant tree builder independent of Lexbor) with the
-  default link sources written out again in tests/parse_support.py, plain
+  default link sources written out again in tests/support/parse_reference.py, plain
   transcriptions of the srcset and refresh algorithms, and CSS read rule by
   rule (tinycss2's parse_stylesheet route, not our token scan): recall and
   precision of our links over all pages, as multisets of canonical URLs;
@@ -15,8 +15,8 @@ from collections import Counter
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
-from tests.conftest import testdata as public_testdata
-from tests.parse_support import Html5libReference, css_reference
+from tests.support.fixtures import testdata as public_testdata
+from tests.support.parse_reference import Html5libReference, css_reference
 
 from crawler.config.schema import ParseConfig
 from crawler.parse import LinkExtractor
@@ -42,6 +42,7 @@ def references(bodies) -> list[Html5libReference]:
     return [Html5libReference(body.decode("utf-8", "replace")) for _, body in bodies]
 
 
+@pytest.mark.slow
 def test_links_against_html5lib_reference(bodies, references) -> None:
     """Recall and precision over all pages (multisets of canonical links).
 
@@ -69,6 +70,7 @@ def test_links_against_html5lib_reference(bodies, references) -> None:
     assert recall >= MIN_RECALL and precision >= MIN_PRECISION
 
 
+@pytest.mark.slow
 def test_reference_sees_what_the_old_sources_missed(references) -> None:
     """The reference is not a copy of the old behaviour: it finds CSS links and plenty of others."""
     total = Counter()
@@ -77,6 +79,7 @@ def test_reference_sees_what_the_old_sources_missed(references) -> None:
     assert total["css"] > 500 and total["link"] > 20000
 
 
+@pytest.mark.slow
 def test_css_fast_path_equals_full_tokenization(bodies) -> None:
     texts = []
     for _, body in bodies:

@@ -103,7 +103,8 @@ def test_hello_round_trip(from_id, to_id, cluster, nonce, stream_id):
     assert decode_hello(payload_of(encode_hello(hello))) == hello
 
 
-@given(json_values.filter(lambda v: isinstance(v, dict)) | st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+@given(json_values.filter(lambda v: isinstance(v, dict))
+       | st.dictionaries(st.text(max_size=8), json_values, max_size=5))
 def test_control_round_trip(message):
     assert decode_control(payload_of(encode_control(message, 65536)), 65536) == message
 
@@ -155,7 +156,7 @@ async def test_zero_length_and_unknown_type_are_malformed():
 async def test_garbage_stream_only_raises_frame_error(garbage):
     frames, reason = await read_all([garbage], max_frame_bytes=4096)
     assert reason in {"eof", "truncated", "oversized", "malformed"}
-    for ftype, payload in frames:                  # every decoder refuses garbage with FrameError only
+    for _ftype, payload in frames:                  # every decoder refuses garbage with FrameError only
         for decode in (decode_hello, decode_auth, decode_batch, decode_seq, decode_bye,
                        lambda p: decode_control(p, 4096)):
             try:

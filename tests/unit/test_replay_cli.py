@@ -9,8 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from tests.unit.test_replay_models import locality_trace, lru_misses, static_misses
-from tests.unit.test_replay_traces import NODES, write_node_log
+from tests.support.replay import NODES, locality_trace, lru_misses, static_misses, write_node_log
 
 from crawler.replay.cli import main, parse_sizes
 from crawler.replay.progress import ReplayProgress
@@ -53,6 +52,7 @@ def logged_crawl(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_end_to_end_on_logs(logged_crawl, tmp_path, capsys):
     out = tmp_path / "out"
     code = main([str(logged_crawl), "--out", str(out), "--sizes", "2^0..2^14", "--threads", "4",

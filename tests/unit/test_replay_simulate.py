@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.unit.test_replay_models import (
+from tests.support.replay import (
     clock_ring_misses,
     infinite_misses,
     locality_trace,

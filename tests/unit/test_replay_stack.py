@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.unit.test_replay_models import locality_trace, lru_distances, random_trace
+from tests.support.replay import locality_trace, lru_distances, random_trace
 
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64, fastrange, fmix64

@@ -4,29 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.support.replay import NODES, write_node_log
 
 from crawler.replay.traces import InputError, find_inputs, load_streams
-from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, RECORD, StreamLog
-
-NODES = 3
-
-
-def write_node_log(directory, node: int, pages: list[np.ndarray], rotate_bytes: int = 1 << 20) -> np.ndarray:
-    """Logs `pages` as node `node` would (dest = fp mod NODES, a hit flag on every third cross
-    record); returns the records written, in order."""
-    log = StreamLog(directory, node, NODES, rotate_bytes)
-    written = []
-    for fps in pages:
-        dest = (fps % NODES).astype(np.uint16)
-        cross = dest != node
-        hit = cross & (np.arange(len(fps)) % 3 == 0)
-        flags = cross.astype(np.uint16) * FLAG_CROSS + hit.astype(np.uint16) * FLAG_CACHE_HIT
-        log.append(fps, dest, flags)
-        rec = np.empty(len(fps), dtype=RECORD)
-        rec["fp"], rec["dest"], rec["flags"] = fps, dest, flags
-        written.append(rec)
-    log.close()
-    return np.concatenate(written)
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, RECORD
 
 
 def pages(seed: int, count: int) -> list[np.ndarray]:

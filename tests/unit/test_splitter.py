@@ -126,7 +126,8 @@ def test_stream_log_rotates_and_rejects_foreign_files(tmp_path):
 
 _TWINS = [pytest.param(owner_pass.py_split_owners, id="python"),
           pytest.param(owner_pass.split_owners, id="compiled",
-                       marks=pytest.mark.skipif(not owner_pass.COMPILED, reason="the compiled extension is not built"))]
+                       marks=pytest.mark.skipif(not owner_pass.COMPILED,
+                                                reason="the compiled extension is not built"))]
 
 
 def _awkward_urls() -> list[str]:
@@ -185,7 +186,7 @@ def test_split_owners_against_a_per_url_model(split_owners):
     for me in range(5):
         memo, calls = {}, []
 
-        def resolve(origin: str, url: str) -> int:
+        def resolve(origin: str, url: str, memo: dict = memo, calls: list = calls) -> int:
             calls.append(origin)
             owner = memo[origin] = p.owner(host_of(url))
             return owner

@@ -18,7 +18,8 @@ import time
 
 import pytest
 from aiohttp import web
-from tests.conftest import free_port
+from tests.support.configs import one_node_config
+from tests.support.ports import free_port
 
 from crawler.config.schema import DnsConfig, FetchConfig, RobotsConfig
 from crawler.fetch.dns import DnsError, Resolver, _Entry
@@ -470,8 +471,7 @@ def test_fresh_removes_the_state_directory_and_resume_needs_state_json(tmp_path)
     from crawler.config import ConfigError, from_dict
     from crawler.node import Node
 
-    config = from_dict({"cluster": {"nodes": [{"id": 0, "peer_port": 0, "metrics_port": 0}]},
-                        "crawl": {"data_dir": str(tmp_path / "node-{node}")}})
+    config = from_dict(one_node_config(tmp_path / "node-{node}"))
     state = tmp_path / "node-0" / "state"
     StateStore(state).write("robots", 1, [])
     with pytest.raises(ConfigError, match="state"):          # state without state.json: not resumable

@@ -232,7 +232,8 @@ def test_trap_families():
 
 @pytest.mark.parametrize("params,rules,static", [
     (WebParams(hosts=20, pages=500, seed=11), CrawlRules(), False),
-    (WebParams(hosts=20, pages=500, seed=12, private_links=True), CrawlRules(max_path_depth=8, max_repeated_segments=2), False),
+    (WebParams(hosts=20, pages=500, seed=12, private_links=True),
+     CrawlRules(max_path_depth=8, max_repeated_segments=2), False),
     (WebParams(hosts=20, pages=500, seed=13), CrawlRules(follow_nofollow=True), False),
     (WebParams(hosts=20, pages=500, seed=14), CrawlRules(obey_robots=False, allow_domains=("web.test",)), False),
     (WebParams(hosts=20, pages=500, seed=15), CrawlRules(), True),

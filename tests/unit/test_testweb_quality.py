@@ -1,4 +1,5 @@
-"""The page quality oracle of the test web: Zipf over a seeded permutation, every crawled page, a file that round-trips."""
+"""The page quality oracle of the test web: Zipf over a seeded permutation, every crawled page, a file that
+round-trips."""
 
 from __future__ import annotations
 

@@ -153,7 +153,8 @@ def test_rendered_links_resolve_where_the_manifest_says(web):
         twin = web.http_twin_links(np.full(rows.size, uid), rows)
         want = Counter(web.link_url(int(web.link_tgt[i]), PORT, TLS_PORT) if t
                        else web.url(int(web.link_tgt[i]), PORT, TLS_PORT) for i, t in zip(rows.tolist(), twin.tolist()))
-        got = Counter(u for u in extract_links(body, url, follow_nofollow=True) if urlsplit(u).path not in TEMPLATE_PATHS)
+        got = Counter(u for u in extract_links(body, url, follow_nofollow=True)
+                      if urlsplit(u).path not in TEMPLATE_PATHS)
         assert got == want, (host.name, uid)
         twins += int(twin.sum())
     assert twins > 50

@@ -1,13 +1,12 @@
-"""Shared fixtures: where the public test data lives, free ports."""
+"""Where the tests find the repository and the public test data."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TESTDATA = REPO.parent / "shared" / "testdata"
 
 
@@ -17,9 +16,3 @@ def testdata(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"public test data not found at {path} (expected ../shared/testdata beside the repo)")
     return path
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]

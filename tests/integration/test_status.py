@@ -9,9 +9,9 @@ import json
 
 import pytest
 from aiohttp import web
-from tests.integration import crawl_support
-from tests.integration.crawl_support import write_config
-from tests.integration.servers import free_tcp_port
+from tests.support import crawls
+from tests.support.configs import write_config
+from tests.support.ports import free_port
 
 from crawler.config import load
 from crawler.status import (
@@ -33,7 +33,7 @@ SHORT_TIMEOUT_S = 0.3                 # where every node is down, or down at onc
 async def lingering_node(tmp_path):
     """A single node that crawled a small test web and still serves /metrics; yields (node, summary future)."""
     params = WebParams(hosts=6, pages=80, seed=11, crawl_delay_hosts=0.0, bad_host=False, slow_host=False, trap=False)
-    async with crawl_support.lingering_node(tmp_path, params,
+    async with crawls.lingering_node(tmp_path, params,
                                            config_extra={"politeness": {"delay_factor": 1}}) as lingering:
         yield lingering
 
@@ -43,7 +43,7 @@ async def odd_servers():
     """(port of a server answering 404, port of a server that accepts and never answers)."""
     runner = web.AppRunner(web.Application())            # not a crawler node: 404 on /metrics
     await runner.setup()
-    port_404 = free_tcp_port()
+    port_404 = free_port()
     site = web.TCPSite(runner, "127.0.0.1", port_404)
     await site.start()
     accepted: list[asyncio.StreamWriter] = []
@@ -67,7 +67,7 @@ def status_config(tmp_path, ports: list[int]):
     """A cluster file whose node i has its /metrics on ports[i] (nothing else of it is used)."""
     return write_config(tmp_path / "status.yaml", {
         "cluster": {"name": "status-test", "nodes": [
-            {"id": i, "host": "127.0.0.1", "peer_port": free_tcp_port(), "metrics_port": p}
+            {"id": i, "host": "127.0.0.1", "peer_port": free_port(), "metrics_port": p}
             for i, p in enumerate(ports)]},
         "crawl": {"data_dir": str(tmp_path / "node-{node}")},
     })
@@ -76,7 +76,7 @@ def status_config(tmp_path, ports: list[int]):
 async def test_status_reads_a_live_node_and_shows_the_others_as_down(tmp_path, lingering_node, odd_servers):
     node, run = lingering_node
     port_404, port_silent = odd_servers
-    closed = free_tcp_port()
+    closed = free_port()
     path = status_config(tmp_path, [node.metrics_server.port, closed, port_404, port_silent])
     rows = await read_cluster(load(path), DEFAULT_TIMEOUT_S)      # the live node may be slow on a busy machine
 
@@ -125,7 +125,7 @@ def _run_main(argv: list[str]) -> tuple[int, str]:
 
 
 def test_status_of_a_cluster_that_is_all_down(tmp_path):
-    path = status_config(tmp_path, [free_tcp_port(), 0])
+    path = status_config(tmp_path, [free_port(), 0])
     code, out = _run_main(["-c", str(path), "--timeout", str(SHORT_TIMEOUT_S)])
     assert code == 0
     lines = out.splitlines()
