@@ -136,7 +136,7 @@ class ModelParams:
             raise ValueError(f"zipf_exponent must not be negative, got {self.zipf_exponent}")
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {"gamma": self.gamma}
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"gamma": round(self.gamma, 12)}
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
