@@ -263,9 +263,11 @@ class SyntheticTrace:
             yield self.next_block(block_requests)
 
 
-def write_log(params: ModelParams, directory: str | os.PathLike, rotate_bytes: int | None = None) -> dict:
+def write_log(params: ModelParams, directory: str | os.PathLike, rotate_bytes: int | None = None,
+              block_requests: int = BLOCK_REQUESTS) -> dict:
     """Writes the model's stream as node 0's splitter stream log in `directory` (the files
-    `crawler replay` reads); returns what was written: files, requests, kind counts.
+    `crawler replay` reads); returns what was written: files, requests, kind counts. A new
+    file starts at the first block past `rotate_bytes` (default: the splitter's).
 
     Refuses (ValueError) a directory that already holds splitter logs: replay would join them
     to the new one as one node's stream."""
@@ -276,7 +278,7 @@ def write_log(params: ModelParams, directory: str | os.PathLike, rotate_bytes: i
     trace = SyntheticTrace(params)
     log = StreamLog(out, 0, 1, rotate_bytes or SplitterLogConfig().rotate_bytes)
     try:
-        for fps, _ in trace.blocks():
+        for fps, _ in trace.blocks(block_requests):
             zeros = np.zeros(len(fps), dtype=np.uint16)
             log.append(fps, zeros, zeros)
     finally:
