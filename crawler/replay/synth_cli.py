@@ -10,13 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 
 from crawler.replay.synthetic import ModelParams, write_log
 
 EXIT_USAGE = 2
 _DEFAULTS = ModelParams()
-_HELP = {f.name: " ".join((f.__doc__ or "").split()) for f in fields(ModelParams)}
+
+
+def _count(text: str) -> int:
+    """An integer, or 2^K."""
+    base, caret, power = text.partition("^")
+    try:
+        return 2 ** int(power) if caret and base.strip() == "2" else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 2^K, got {text!r}") from None
 
 
 def _help(name: str, text: str) -> str:
@@ -52,11 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help=_help("links_per_page", "page run length"))
     group.add_argument("--pages-per-host", type=int, default=_DEFAULTS.pages_per_host, metavar="P",
                        help=_help("pages_per_host", "host run length"))
-    group.add_argument("--universe", type=int, default=_DEFAULTS.universe, metavar="U",
-                       help=_help("universe", "URLs the random requests are drawn from"))
+    group.add_argument("--universe", type=_count, default=_DEFAULTS.universe, metavar="U",
+                       help=f"URLs the random requests are drawn from, an integer or 2^K "
+                            f"(default 2^{_DEFAULTS.universe.bit_length() - 1})")
     stream = parser.add_argument_group("the stream")
-    stream.add_argument("--requests", type=int, default=_DEFAULTS.requests, metavar="R",
-                        help=_help("requests", "requests in the interleaved stream"))
+    stream.add_argument("--requests", type=_count, default=_DEFAULTS.requests, metavar="R",
+                        help=_help("requests", "requests in the interleaved stream, an integer or 2^K"))
     stream.add_argument("--seed", type=int, default=_DEFAULTS.seed, metavar="S",
                         help=_help("seed", "seed of every random draw"))
     return parser

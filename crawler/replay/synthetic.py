@@ -126,8 +126,8 @@ class ModelParams:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.gamma < -1e-9:
             raise ValueError(f"alpha + beta must be at most 1, got {self.alpha + self.beta:g}")
-        if self.requests < 0:
-            raise ValueError(f"requests must not be negative, got {self.requests}")
+        if self.requests < 1:
+            raise ValueError(f"requests must be at least 1, got {self.requests}")
         if self.universe > 1 << _KIND_BITS:
             raise ValueError(f"universe must be at most 2^{_KIND_BITS}, got {self.universe}")
         if self.global_urls > 1 << _KIND_BITS or self.host_urls > MAX_HOST_URLS:
