@@ -26,8 +26,28 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer or 2^K, got {text!r}") from None
 
 
-def _help(name: str, text: str) -> str:
-    return f"{text} (default {getattr(_DEFAULTS, name)})"
+# (option, ModelParams field, metavar, type, help) of every option that sets one field; --gamma is checked apart.
+_MODEL_OPTIONS = (
+    ("--threads", "threads", "N", int, "crawling threads interleaved round robin"),
+    ("--alpha", "alpha", "A", float, "probability of a URL of the global set G"),
+    ("--beta", "beta", "B", float, "probability of a URL of the thread's page (L'(p)) or host (L''(h))"),
+    ("--page-share", "page_share", "S", float, "of the local requests, the share repeating a link of the page"),
+    ("--global-urls", "global_urls", "G", int, "|G|, popular URLs shared by all threads"),
+    ("--zipf", "zipf_exponent", "S", float, "G's popularity: rank r has weight 1/r^S"),
+    ("--host-urls", "host_urls", "H", int, "|L''(h)|, URLs of one host"),
+    ("--links-per-page", "links_per_page", "L", int, "page run length"),
+    ("--pages-per-host", "pages_per_host", "P", int, "host run length"),
+    ("--universe", "universe", "U", _count, "URLs the random requests are drawn from, an integer or 2^K"),
+)
+_STREAM_OPTIONS = (
+    ("--requests", "requests", "R", _count, "requests in the interleaved stream, an integer or 2^K"),
+    ("--seed", "seed", "S", int, "seed of every random draw"),
+)
+
+
+def _default_text(value: int | float) -> str:
+    power = int(value).bit_length() - 1 if isinstance(value, int) and value > 1 << 20 else -1
+    return f"2^{power}" if power >= 0 and value == 1 << power else str(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,44 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "(beta), or a random URL (gamma = 1 - alpha - beta), interleaved round robin. The output "
                     "is a splitter stream log that `crawler replay OUT --trace full` reads.")
     parser.add_argument("out", metavar="OUT", help="directory for the log files (must hold no splitter-*.log)")
-    group = parser.add_argument_group("the model")
-    group.add_argument("--threads", type=int, default=_DEFAULTS.threads, metavar="N",
-                       help=_help("threads", "crawling threads interleaved round robin"))
-    group.add_argument("--alpha", type=float, default=_DEFAULTS.alpha, metavar="A",
-                       help=_help("alpha", "probability of a URL of the global set G"))
-    group.add_argument("--beta", type=float, default=_DEFAULTS.beta, metavar="B",
-                       help=_help("beta", "probability of a URL of the thread's page (L'(p)) or host (L''(h))"))
-    group.add_argument("--gamma", type=float, default=None, metavar="C",
-                       help="probability of a uniformly random URL; must equal 1 - alpha - beta if given")
-    group.add_argument("--page-share", type=float, default=_DEFAULTS.page_share, metavar="S",
-                       help=_help("page_share", "of the local requests, the share repeating a link of the page"))
-    group.add_argument("--global-urls", type=int, default=_DEFAULTS.global_urls, metavar="G",
-                       help=_help("global_urls", "|G|, popular URLs shared by all threads"))
-    group.add_argument("--zipf", type=float, default=_DEFAULTS.zipf_exponent, metavar="S",
-                       help=_help("zipf_exponent", "G's popularity: rank r has weight 1/r^S"))
-    group.add_argument("--host-urls", type=int, default=_DEFAULTS.host_urls, metavar="H",
-                       help=_help("host_urls", "|L''(h)|, URLs of one host"))
-    group.add_argument("--links-per-page", type=int, default=_DEFAULTS.links_per_page, metavar="L",
-                       help=_help("links_per_page", "page run length"))
-    group.add_argument("--pages-per-host", type=int, default=_DEFAULTS.pages_per_host, metavar="P",
-                       help=_help("pages_per_host", "host run length"))
-    group.add_argument("--universe", type=_count, default=_DEFAULTS.universe, metavar="U",
-                       help=f"URLs the random requests are drawn from, an integer or 2^K "
-                            f"(default 2^{_DEFAULTS.universe.bit_length() - 1})")
-    stream = parser.add_argument_group("the stream")
-    stream.add_argument("--requests", type=_count, default=_DEFAULTS.requests, metavar="R",
-                        help=_help("requests", "requests in the interleaved stream, an integer or 2^K"))
-    stream.add_argument("--seed", type=int, default=_DEFAULTS.seed, metavar="S",
-                        help=_help("seed", "seed of every random draw"))
+    for title, options in (("the model", _MODEL_OPTIONS), ("the stream", _STREAM_OPTIONS)):
+        group = parser.add_argument_group(title)
+        for option, name, metavar, kind, text in options:
+            default = getattr(_DEFAULTS, name)
+            group.add_argument(option, dest=name, type=kind, default=default, metavar=metavar,
+                               help=f"{text} (default {_default_text(default)})")
+        if title == "the model":
+            group.add_argument("--gamma", type=float, default=None, metavar="C",
+                               help="probability of a uniformly random URL; must equal 1 - alpha - beta if given")
     return parser
 
 
 def params_from(args: argparse.Namespace) -> ModelParams:
     """The model's parameters from the parsed arguments; ValueError names a bad one."""
-    params = ModelParams(threads=args.threads, alpha=args.alpha, beta=args.beta, page_share=args.page_share,
-                         global_urls=args.global_urls, zipf_exponent=args.zipf, host_urls=args.host_urls,
-                         links_per_page=args.links_per_page, pages_per_host=args.pages_per_host,
-                         universe=args.universe, requests=args.requests, seed=args.seed)
+    params = ModelParams(**{name: getattr(args, name) for _, name, _, _, _ in _MODEL_OPTIONS + _STREAM_OPTIONS})
     if args.gamma is not None and abs(args.gamma - params.gamma) > 1e-9:
         raise ValueError(f"--gamma {args.gamma:g} is not 1 - alpha - beta = {params.gamma:g}: give two of the three")
     params.check()
