@@ -28,6 +28,9 @@ Where this departs from the paper (or from our reading of it):
   all change host at the same moment, thread t starts
   floor(t * pages_per_host / T) pages into its first host.
 - The interleaving is strict round robin; real threads run at uneven speeds.
+  So a repeat of the link b places back on a page is exactly b * T requests
+  back, and the page repeats' small knee is sharper than with random
+  interleaving.
 - The first link of a page cannot repeat an earlier link of the page; when
   the draw asks for L'(p) there, it takes a URL of L''(h) instead (still a
   local request, so beta is kept, but the page share is a little lower:
@@ -132,6 +135,8 @@ class ModelParams:
             raise ValueError(f"universe must be at most 2^{_KIND_BITS}, got {self.universe}")
         if self.global_urls > 1 << _KIND_BITS or self.host_urls > MAX_HOST_URLS:
             raise ValueError(f"global_urls must be at most 2^{_KIND_BITS} and host_urls at most {MAX_HOST_URLS}")
+        if not 0 <= self.seed < 1 << 64:
+            raise ValueError(f"seed must be in 0..2^64-1, got {self.seed}")
         if self.zipf_exponent < 0:
             raise ValueError(f"zipf_exponent must not be negative, got {self.zipf_exponent}")
 
@@ -210,7 +215,9 @@ class SyntheticTrace:
         return (step // run) * np.uint64(p.threads) + thread
 
     def next_block(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next `count` requests (fewer at the end of the stream): (fingerprints uint64, kinds uint8)."""
+        """The next `count` requests (fewer at the end of the stream): (fingerprints uint64, kinds uint8).
+
+        Hot path: numpy over the whole block, no Python per request."""
         p = self.params
         count = max(0, min(count, p.requests - self.position))
         start = self.position

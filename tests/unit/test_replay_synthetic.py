@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from tests.support.replay import lru_misses
 
+from crawler.cli import main as crawler_main
 from crawler.replay import ReplayOptions, load_streams, replay
 from crawler.replay.synth_cli import main
 from crawler.replay.synthetic import (
@@ -148,7 +149,7 @@ def test_the_critical_size_grows_with_the_thread_count():
 
 def test_cli_writes_a_log_and_says_how_to_replay_it(tmp_path, capsys):
     out = tmp_path / "synth"
-    assert main([str(out), "--threads", "3", "--requests", "5000", "--alpha", "0.3", "--beta", "0.5",
+    assert crawler_main(["synth", str(out), "--threads", "3", "--requests", "5000", "--alpha", "0.3", "--beta", "0.5",
                  "--gamma", "0.2", "--host-urls", "10", "--universe", "2^20"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["requests"] == 5000 and line["params"]["threads"] == 3 and line["params"]["host_urls"] == 10
@@ -161,6 +162,7 @@ def test_cli_writes_a_log_and_says_how_to_replay_it(tmp_path, capsys):
     (["--alpha", "0.7", "--beta", "0.5"], "alpha + beta"),
     (["--gamma", "0.5"], "is not 1 - alpha - beta"),
     (["--threads", "0"], "threads must be at least 1"),
+    (["--seed", "-1"], "seed must be in"),
     (["--universe", "2^63"], "universe must be at most 2^62"),
 ])
 def test_cli_usage_errors_exit_2(tmp_path, capsys, extra, message):
