@@ -28,7 +28,9 @@ def _count(text: str) -> int:
 
 # (option, ModelParams field, metavar, type, help) of every option that sets one field; --gamma is checked apart.
 _MODEL_OPTIONS = (
-    ("--threads", "threads", "N", int, "crawling threads interleaved round robin"),
+    ("--threads", "threads", "N", int, "crawling threads"),
+    ("--interleave", "interleave", "HOW", str, "round-robin (a link per thread in turn) or random (each request "
+                                               "from a uniformly random thread)"),
     ("--alpha", "alpha", "A", float, "probability of a URL of the global set G"),
     ("--beta", "beta", "B", float, "probability of a URL of the thread's page (L'(p)) or host (L''(h))"),
     ("--page-share", "page_share", "S", float, "of the local requests, the share repeating a link of the page"),
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="crawler synth",
         description="Write a URL stream from the model of Broder, Najork & Wiener (2003), section 5.2: T threads, "
                     "each request from a global set of popular URLs (alpha), the thread's page and host "
-                    "(beta), or a random URL (gamma = 1 - alpha - beta), interleaved round robin. The output "
+                    "(beta), or a random URL (gamma = 1 - alpha - beta), interleaved into one stream. The output "
                     "is a splitter stream log that `crawler replay OUT --trace full` reads.")
     parser.add_argument("out", metavar="OUT", help="directory for the log files (must hold no splitter-*.log)")
     for title, options in (("the model", _MODEL_OPTIONS), ("the stream", _STREAM_OPTIONS)):

@@ -19,17 +19,19 @@ yields a run of links. Each link a thread emits is, independently:
   URLs per host, a fresh set for each host);
 - with probability gamma = 1 - alpha - beta, a URL drawn uniformly from a
   universe of `universe` URLs (with the default 2^62, almost always new).
-The T threads' streams are interleaved round robin, one link per thread in
-turn, into the stream the host splitter sees.
+The T threads' streams are interleaved into the stream the host splitter
+sees: round robin, one link per thread in turn (the default), or with
+`interleave="random"` each request from a uniformly random thread.
 
 Where this departs from the paper (or from our reading of it):
 - The run lengths are fixed (`links_per_page` links per page,
   `pages_per_host` pages per host), not random. So that the threads do not
   all change host at the same moment, thread t starts
   floor(t * pages_per_host / T) pages into its first host.
-- The interleaving is strict round robin; real threads run at uneven speeds.
-  So a repeat of the link b places back on a page is exactly b * T requests
-  back, and the page repeats' small knee is sharper than with random
+- Real threads run at uneven, correlated speeds; here they take strict
+  turns, or are drawn independently per request. With round robin a repeat
+  of the link b places back on a page is exactly b * T requests back, so
+  the page repeats' knee at small sizes is sharper than with random
   interleaving.
 - The first link of a page cannot repeat an earlier link of the page; when
   the draw asks for L'(p) there, it takes a URL of L''(h) instead (still a
@@ -50,8 +52,8 @@ based (splitmix64 of the seed, the request's position and the draw's
 purpose), so request i is the same whatever the block size it is made in.
 
 Memory. The generator holds G's cumulative distribution (8 bytes per URL of
-G) and the links of the page each thread is on (8 bytes per link, T *
-`links_per_page`): nothing grows with the stream. Blocks of
+G), each thread's link count and the links of the page each thread is on
+(8 bytes per link, T * `links_per_page`): nothing grows with the stream. Blocks of
 `BLOCK_REQUESTS` are made with numpy (hot path: no per-request Python).
 """
 
@@ -75,7 +77,8 @@ RANDOM, GLOBAL, PAGE, HOST = range(4)
 _KIND_BITS = 62
 _ID_MASK = (1 << _KIND_BITS) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_DRAWS = 3                        # random words per request: kind, pick, random id
+_DRAWS = 4                        # random words per request: kind, pick, random id, thread
+INTERLEAVES = ("round-robin", "random")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class ModelParams:
     # Threads.
     threads: int = 16
     """Crawling threads whose streams are interleaved (T)."""
+    interleave: str = "round-robin"
+    """How their streams are interleaved: "round-robin" (one link per thread in turn) or "random"
+    (each request from a uniformly random thread)."""
 
     # Where each request comes from.
     alpha: float = 0.2
@@ -135,6 +141,8 @@ class ModelParams:
             raise ValueError(f"universe must be at most 2^{_KIND_BITS}, got {self.universe}")
         if self.global_urls > 1 << _KIND_BITS or self.host_urls > MAX_HOST_URLS:
             raise ValueError(f"global_urls must be at most 2^{_KIND_BITS} and host_urls at most {MAX_HOST_URLS}")
+        if self.interleave not in INTERLEAVES:
+            raise ValueError(f"interleave must be one of {', '.join(INTERLEAVES)}, got {self.interleave!r}")
         if not 0 <= self.seed < 1 << 64:
             raise ValueError(f"seed must be in 0..2^64-1, got {self.seed}")
         if self.zipf_exponent < 0:
@@ -164,12 +172,30 @@ def global_fingerprints(count: int) -> np.ndarray:
 
 
 def host_fingerprints(host: int, host_urls: int) -> np.ndarray:
-    """The fingerprints of L''(h) of host number `host` (as SyntheticTrace.host_of numbers them)."""
+    """The fingerprints of L''(h) of host number `host` (as Block.hosts numbers them)."""
     return url_fingerprints(HOST, np.arange(host_urls, dtype=np.uint64) + np.uint64(host * host_urls))
 
 
+@dataclass
+class Block:
+    """One block of the stream, and where each request came from."""
+
+    fps: np.ndarray
+    """Fingerprints (uint64), in stream order."""
+    kinds: np.ndarray
+    """Kind of each request (uint8: RANDOM, GLOBAL, PAGE, HOST)."""
+    threads: np.ndarray
+    """The thread that emitted each request (int64)."""
+    steps: np.ndarray
+    """Each request's link count in its thread, head start included (int64): link steps % links_per_page
+    of page steps // links_per_page, host steps // (links_per_page * pages_per_host)."""
+    hosts: np.ndarray
+    """The host each request's thread is crawling (int64, unique across threads; host_fingerprints)."""
+
+
 class SyntheticTrace:
-    """Makes the model's stream block by block; its only state is G's distribution and the threads' pages."""
+    """Makes the model's stream block by block; its state is G's distribution, each thread's link count
+    and the links of the page each thread is on."""
 
     def __init__(self, params: ModelParams) -> None:
         params.check()
@@ -179,10 +205,12 @@ class SyntheticTrace:
         self._cdf /= self._cdf[-1]
         seeds = mix64(np.arange(_DRAWS, dtype=np.uint64) + mix64(np.array([params.seed], dtype=np.uint64)))
         self._salts = [np.uint64(s) for s in seeds]
-        # The resolved fingerprints of the last `_carry` requests: a page repeat looks back at most
-        # (links_per_page - 1) * threads requests.
-        self._carry = (params.links_per_page - 1) * params.threads
-        self._tail = np.empty(0, dtype=np.uint64)
+        threads = np.arange(params.threads, dtype=np.int64)
+        # Thread t starts floor(t * pages_per_host / T) pages into its first host.
+        self._steps = (threads * params.pages_per_host // params.threads) * params.links_per_page
+        # The resolved fingerprint of each thread's link at step s, at [t, s % links_per_page]: a page
+        # repeat looks back at most links_per_page - 1 steps of its thread.
+        self._page = np.zeros((params.threads, params.links_per_page), dtype=np.uint64)
         self.position = 0
         """Requests made so far."""
         self.kind_counts = np.zeros(len(KIND_NAMES), dtype=np.int64)
@@ -190,7 +218,7 @@ class SyntheticTrace:
 
     def state_bytes(self) -> int:
         """Bytes the generator holds between blocks (independent of the stream's length)."""
-        return int(self._cdf.nbytes + self._tail.nbytes + self.kind_counts.nbytes)
+        return int(self._cdf.nbytes + self._steps.nbytes + self._page.nbytes + self.kind_counts.nbytes)
 
     def _uniform(self, positions: np.ndarray, draw: int) -> np.ndarray:
         """A uniform float in [0, 1) per position, for one purpose: a pure function of (seed, position)."""
@@ -199,33 +227,33 @@ class SyntheticTrace:
     def _words(self, positions: np.ndarray, draw: int) -> np.ndarray:
         return mix64(positions * _GOLDEN + self._salts[draw])
 
-    def thread_step(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(thread, that thread's link count including its head start) of each stream position."""
+    def _interleave(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(thread, step) per position, and the block's indices sorted by thread (stable): round
+        robin, or a uniformly random thread per position."""
         p = self.params
-        threads = np.uint64(p.threads)
-        thread = positions % threads
-        start_pages = (thread * np.uint64(p.pages_per_host)) // threads
-        return thread, positions // threads + start_pages * np.uint64(p.links_per_page)
+        if p.interleave == "round-robin":
+            threads = (pos % np.uint64(p.threads)).astype(np.int64)
+        else:
+            threads = (self._words(pos, 3) % np.uint64(p.threads)).astype(np.int64)
+        order = np.argsort(threads, kind="stable")           # the block's requests, thread by thread
+        counts = np.bincount(threads, minlength=p.threads)
+        first = np.cumsum(counts) - counts                   # where each thread's run starts in `order`
+        rank = np.empty(len(pos), dtype=np.int64)
+        rank[order] = np.arange(len(pos), dtype=np.int64) - np.repeat(first, counts)
+        return threads, self._steps[threads] + rank, order
 
-    def host_of(self, positions: np.ndarray) -> np.ndarray:
-        """The number of the host each position's thread is crawling (unique across threads)."""
-        p = self.params
-        thread, step = self.thread_step(positions)
-        run = np.uint64(p.links_per_page * p.pages_per_host)
-        return (step // run) * np.uint64(p.threads) + thread
-
-    def next_block(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next `count` requests (fewer at the end of the stream): (fingerprints uint64, kinds uint8).
+    def next_block(self, count: int) -> Block:
+        """The next `count` requests (fewer at the end of the stream).
 
         Hot path: numpy over the whole block, no Python per request."""
         p = self.params
         count = max(0, min(count, p.requests - self.position))
-        start = self.position
-        pos = np.arange(start, start + count, dtype=np.uint64)
+        pos = np.arange(self.position, self.position + count, dtype=np.uint64)
+        threads, steps, order = self._interleave(pos)
         u_kind = self._uniform(pos, 0)
         u_pick = self._uniform(pos, 1)
-        _, step = self.thread_step(pos)
-        link = (step % np.uint64(p.links_per_page)).astype(np.int64)
+        link = steps % p.links_per_page
+        hosts = steps // (p.links_per_page * p.pages_per_host) * p.threads + threads
         kinds = np.full(count, RANDOM, dtype=np.uint8)
         kinds[u_kind < p.alpha] = GLOBAL
         local = (u_kind >= p.alpha) & (u_kind < p.alpha + p.beta)
@@ -238,34 +266,43 @@ class SyntheticTrace:
         sel = kinds == GLOBAL
         fps[sel] = url_fingerprints(GLOBAL, np.searchsorted(self._cdf, u_pick[sel], side="right") + 1)
         sel = kinds == HOST
-        index = np.minimum((u_pick[sel] * p.host_urls).astype(np.uint64), np.uint64(p.host_urls - 1))
-        fps[sel] = url_fingerprints(HOST, self.host_of(pos[sel]) * np.uint64(p.host_urls) + index)
+        index = np.minimum((u_pick[sel] * p.host_urls).astype(np.int64), p.host_urls - 1)
+        fps[sel] = url_fingerprints(HOST, (hosts[sel] * p.host_urls + index).astype(np.uint64))
         sel = kinds == RANDOM
         fps[sel] = url_fingerprints(RANDOM, self._words(pos[sel], 2) % np.uint64(p.universe))
 
-        # Page repeats copy an earlier link of the same page: link j < k of the thread's page, which is
-        # (k - j) * threads positions back. Chains (a repeat of a repeat) resolve by pointer jumping.
-        tail = self._tail
-        both = np.concatenate([tail, fps])
+        # Page repeats copy an earlier link of the same page: step s - back of the same thread, in this
+        # block (at `order`) or in the thread's page before it (`_page`). Chains (a repeat of a repeat)
+        # resolve by pointer jumping over [the threads' pages, this block].
+        carried = self._page.size
+        both = np.concatenate([self._page.reshape(-1), fps])
         source = np.arange(len(both), dtype=np.int64)
         sel = np.flatnonzero(kinds == PAGE)
         back = link[sel] - np.minimum((u_pick[sel] * link[sel]).astype(np.int64), link[sel] - 1)
-        source[sel + len(tail)] = sel + len(tail) - back * p.threads
-        assert not len(sel) or source[sel + len(tail)].min() >= 0, "a page repeat looks back past the carry"
+        t, target = threads[sel], steps[sel] - back
+        before = self._steps[t]                               # the thread's first step in this block
+        counts = np.bincount(threads, minlength=p.threads)
+        first = np.cumsum(counts) - counts
+        inside = target >= before
+        source[carried + sel] = np.where(
+            inside, carried + order[np.clip(first[t] + target - before, 0, count - 1)],
+            t * p.links_per_page + target % p.links_per_page)
         while True:
             jumped = source[source]
             if np.array_equal(jumped, source):
                 break
             source = jumped
-        both = both[source]
-        fps = both[len(tail):]
-        self._tail = both[max(0, len(both) - self._carry):].copy()
+        fps = both[source][carried:]
+        # Keep each thread's last links_per_page links for the next block.
+        last = steps >= (self._steps + counts)[threads] - p.links_per_page
+        self._page[threads[last], link[last]] = fps[last]
+        self._steps += counts
         self.position += count
         self.kind_counts += np.bincount(kinds, minlength=len(KIND_NAMES))
-        return fps, kinds
+        return Block(fps, kinds, threads, steps, hosts)
 
-    def blocks(self, block_requests: int = BLOCK_REQUESTS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The rest of the stream in blocks of `block_requests`: (fingerprints, kinds) each."""
+    def blocks(self, block_requests: int = BLOCK_REQUESTS) -> Iterator[Block]:
+        """The rest of the stream in blocks of `block_requests` requests."""
         while self.position < self.params.requests:
             yield self.next_block(block_requests)
 
@@ -285,9 +322,9 @@ def write_log(params: ModelParams, directory: str | os.PathLike, rotate_bytes: i
     trace = SyntheticTrace(params)
     log = StreamLog(out, 0, 1, rotate_bytes or SplitterLogConfig().rotate_bytes)
     try:
-        for fps, _ in trace.blocks(block_requests):
-            zeros = np.zeros(len(fps), dtype=np.uint16)
-            log.append(fps, zeros, zeros)
+        for block in trace.blocks(block_requests):
+            zeros = np.zeros(len(block.fps), dtype=np.uint16)
+            log.append(block.fps, zeros, zeros)
     finally:
         log.close()
     return {"files": [str(f) for f in log.files], "requests": trace.position,
