@@ -22,6 +22,7 @@ one JSON line with every miss rate. Every thread count runs the same model
 
     python bench/synthetic_bench.py                         # threads 1,4,16,64
     python bench/synthetic_bench.py --threads 1,2,4,8 --png /tmp/synthetic.png
+    python bench/synthetic_bench.py --interleave random      # threads drawn per request
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import benchkit  # noqa: E402  (bench/ is the script's folder: first on sys.path
 benchkit.use_installed_crawler()
 
 from crawler.replay import ReplayOptions, load_streams, replay  # noqa: E402
-from crawler.replay.synthetic import ModelParams, write_log  # noqa: E402
+from crawler.replay.synthetic import INTERLEAVES, ModelParams, write_log  # noqa: E402
 
 THREADS = (1, 4, 16, 64)
 SIZES = tuple(1 << e for e in range(17))          # 2^0 .. 2^16
@@ -77,8 +78,9 @@ def midpoint_log2(rate: np.ndarray) -> float:
     return math.log2(SIZES[i - 1]) + (rate[i - 1] - middle) / (rate[i - 1] - rate[i])
 
 
-def run(threads: int, workdir: Path, jobs: int) -> dict:
-    params = ModelParams(threads=threads, requests=max(MIN_REQUESTS, threads * REQUESTS_PER_THREAD), seed=SEED)
+def run(threads: int, workdir: Path, jobs: int, interleave: str) -> dict:
+    params = ModelParams(threads=threads, requests=max(MIN_REQUESTS, threads * REQUESTS_PER_THREAD), seed=SEED,
+                         interleave=interleave)
     directory = workdir / f"threads-{threads}"
     started = time.perf_counter()
     write_log(params, directory)
@@ -138,12 +140,14 @@ def main() -> int:
     parser.add_argument("--threads", default=",".join(map(str, THREADS)), help="thread counts, comma separated")
     parser.add_argument("--png", default=DEFAULT_PNG, help=f"the figure (default {DEFAULT_PNG})")
     parser.add_argument("--jobs", type=int, default=2, help="replay worker processes (default 2)")
+    parser.add_argument("--interleave", choices=INTERLEAVES, default=INTERLEAVES[0],
+                        help=f"how the threads' streams are interleaved (default {INTERLEAVES[0]})")
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",") if t.strip()]
     rows = []
     with tempfile.TemporaryDirectory(prefix="synthetic-bench-") as tmp:
         for threads in counts:
-            rows.append(run(threads, Path(tmp), args.jobs))
+            rows.append(run(threads, Path(tmp), args.jobs, args.interleave))
             row = rows[-1]
             print(f"threads {threads:>3}: {row['requests']:>9,} requests, {row['distinct']:>9,} distinct; LRU's "
                   f"steepest doubling {row['steepest'][0]}->{row['steepest'][1]} (-{row['drop_points']} points), "
@@ -154,7 +158,8 @@ def main() -> int:
                   f"{row['generate_s']} s to write, {row['replay_s']} s to replay", flush=True)
     plot(rows, Path(args.png))
     print(f"figure: {args.png}", flush=True)
-    print(json.dumps({"params": ModelParams(seed=SEED).as_dict() | {"requests": "per row", "threads": "per row"},
+    params = ModelParams(seed=SEED, interleave=args.interleave).as_dict()
+    print(json.dumps({"params": params | {"requests": "per row", "threads": "per row"},
                       "sizes": list(SIZES), "rows": rows}, sort_keys=True))
     return 0
 
