@@ -40,8 +40,8 @@ Where this departs from the paper (or from our reading of it):
 - L''(h) is a fixed set of `host_urls` URLs per host drawn uniformly, not
   the links of the host's pages; a page repeat (L'(p)) may repeat a global
   or random link of the page, as on a real page.
-- One stream, one node: the records carry `dest` 0 and no flags, so replay
-  has a `full` trace only worth reading (`--trace full`).
+- One stream, one node: the records carry `dest` 0 and no flags, so the
+  log's `cross` trace is empty; replay it with `--trace full`.
 
 Fingerprints. A URL is a 64-bit pre-image (kind in the top two bits: 0
 random, 1 global, 2 host; then the rank, the random id, or host * host_urls
@@ -53,8 +53,9 @@ purpose), so request i is the same whatever the block size it is made in.
 
 Memory. The generator holds G's cumulative distribution (8 bytes per URL of
 G), each thread's link count and the links of the page each thread is on
-(8 bytes per link, T * `links_per_page`): nothing grows with the stream. Blocks of
-`BLOCK_REQUESTS` are made with numpy (hot path: no per-request Python).
+(8 bytes per link, T * `links_per_page`): nothing grows with the stream.
+Blocks of `BLOCK_REQUESTS` are made with numpy (hot path: no per-request
+Python).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from crawler.replay.traces import LOG_GLOB
 from crawler.splitter.streamlog import StreamLog
 
 BLOCK_REQUESTS = 1 << 18          # requests made per numpy block (2 MiB of fingerprints)
-MAX_HOST_URLS = 1 << 20           # a host's URLs: index bits of the host pre-image
+MAX_HOST_URLS = 1 << 20           # keeps host * host_urls + index below 2^62 for 2^42 hosts
 KIND_NAMES = ("random", "global", "page", "host")
 RANDOM, GLOBAL, PAGE, HOST = range(4)
 _KIND_BITS = 62
