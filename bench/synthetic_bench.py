@@ -21,7 +21,7 @@ one JSON line with every miss rate. Every thread count runs the same model
 (the defaults of `crawler synth`) for REQUESTS_PER_THREAD requests per thread.
 
     python bench/synthetic_bench.py                         # threads 1,4,16,64
-    python bench/synthetic_bench.py --threads 1,2,4,8 --png /tmp/synthetic.png
+    python bench/synthetic_bench.py --threads 1,2,4,8 --png synthetic-small.png
     python bench/synthetic_bench.py --interleave random      # threads drawn per request
 """
 
