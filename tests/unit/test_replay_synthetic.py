@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from dataclasses import fields
 
 import numpy as np
@@ -128,6 +129,22 @@ def test_memory_does_not_grow_with_the_stream():
     assert first <= bound and trace.position == params.requests
 
 
+def peak_bytes(requests: int) -> int:
+    """Peak memory numpy and Python allocate while the stream is made in blocks of 10,000 requests."""
+    tracemalloc.start()
+    try:
+        for _ in SyntheticTrace(with_(SMALL, requests=requests, interleave="random")).blocks(10_000):
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_peak_memory_is_the_same_for_a_ten_times_longer_stream():
+    short, long = peak_bytes(50_000), peak_bytes(500_000)
+    assert long < 1.2 * short, (short, long)
+
+
 def test_replay_reads_the_written_log(tmp_path):
     params = with_(SMALL, requests=9000)
     written = write_log(params, tmp_path, rotate_bytes=40_000, block_requests=1000)      # several files
@@ -166,8 +183,9 @@ def test_the_critical_size_grows_with_the_thread_count(interleave):
 
 def test_cli_writes_a_log_and_says_how_to_replay_it(tmp_path, capsys):
     out = tmp_path / "synth"
-    assert crawler_main(["synth", str(out), "--threads", "3", "--requests", "5000", "--alpha", "0.3", "--beta", "0.5",
-                 "--gamma", "0.2", "--host-urls", "10", "--universe", "2^20", "--interleave", "random"]) == 0
+    assert crawler_main(["synth", str(out), "--threads", "3", "--requests", "5000", "--alpha", "0.3",
+                         "--beta", "0.5", "--gamma", "0.2", "--host-urls", "10", "--universe", "2^20",
+                         "--interleave", "random"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["requests"] == 5000 and line["params"]["threads"] == 3 and line["params"]["host_urls"] == 10
     assert line["params"]["universe"] == 1 << 20 and line["params"]["interleave"] == "random"
