@@ -1,4 +1,4 @@
-"""The `crawler` command: run, demo, testweb (and the commands later issues add).
+"""The `crawler` command: run, demo, testweb, replay, synth (and the commands later issues add).
 
 Every command that crawls prints one JSON summary as the last line of its
 standard output; progress and logs go to standard error.
@@ -83,8 +83,14 @@ def _cmd_replay(argv: list[str]) -> int:
     return replay_main(argv)
 
 
+def _cmd_synth(argv: list[str]) -> int:
+    from crawler.replay.synth_cli import main as synth_main
+
+    return synth_main(argv)
+
+
 # Commands with parsers of their own: the rest of the line is handed over untouched.
-_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "replay": _cmd_replay}
+_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "replay": _cmd_replay, "synth": _cmd_synth}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="one table of every node's /metrics (see `crawler status --help`)", add_help=False)
     sub.add_parser("replay", help="simulate URL cache policies over logged splitter streams "
                                   "(see `crawler replay --help`)", add_help=False)
+    sub.add_parser("synth", help="write a URL stream from the paper's model of crawling threads, for replay "
+                                 "(see `crawler synth --help`)", add_help=False)
     return parser
 
 

@@ -48,6 +48,9 @@ crawling process); requests and misses are then summed. Work runs in
 
 The command line is crawler.replay.cli.main (`crawler replay`); figures,
 file formats and measured speed: docs/replay.md; bench/replay_bench.py.
+Inputs from the paper's model of crawling threads (section 5.2), to study
+the critical region: synthetic.py writes them as a stream log
+(`crawler synth`, synth_cli.py); bench/synthetic_bench.py measures them.
 """
 
 from crawler.replay.results import Row, result_rows

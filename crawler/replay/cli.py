@@ -85,7 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crawler replay",
         description="Simulate URL cache policies over logged host-splitter streams (Broder, Najork & Wiener "
-                    "2003): miss rates for every policy and size, relative to MIN, per worker and over time.")
+                    "2003): miss rates for every policy and size, relative to MIN, per worker and over time.",
+        epilog="Synthetic traces from the paper's model (section 5.2: threads, a global set, per-page and "
+               "per-host local sets, random URLs): `crawler synth OUT --threads N ...` writes a log this "
+               "command reads (`crawler replay OUT --trace full --threads N`); see `crawler synth --help`.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
                         help="splitter stream logs (splitter-<node>-<seq>.log), directories holding them "
                              "(searched recursively, e.g. a crawl's data directory), or .npy arrays of "
