@@ -28,6 +28,15 @@ def close_durably(file: IO[bytes] | IO[str]) -> None:
     file.close()
 
 
+def fsync_and_close(fd: int) -> None:
+    """fsync a raw file descriptor handed over for it (often in a thread, off the event loop), then
+    close it, closing also when the fsync fails."""
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
     """Make a directory's entries (new, renamed, deleted files) durable: a rename is in the directory,
     not in the file, and is lost with the machine until the directory itself is synced."""

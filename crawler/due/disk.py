@@ -231,12 +231,7 @@ class DiskDUE(DueMerges):
 
     def flush(self) -> list[str]:
         """Merge everything buffered now; returns the new URLs (also those of earlier merges)."""
-        if self._held is not None:
-            self._raise_held()
-        if self._delivered:
-            self._release_delivered()
-        if self._peeks.pending:
-            self._log_peeked()
+        self._settle_calls()
         if self._job is not None:
             self._collect()
         if self._n:
@@ -304,12 +299,7 @@ class DiskDUE(DueMerges):
     def checkpoint(self) -> None:
         """Make everything accepted durable now (journal fsync; committed merges already are)
         and finish deleting released journal segments."""
-        if self._held is not None:
-            self._raise_held()
-        if self._delivered:
-            self._release_delivered()
-        if self._peeks.pending:
-            self._log_peeked()
+        self._settle_calls()
         self._journal.settle()
         self._journal.fsync_segments(self._segments)
         self._synced_now()
@@ -399,6 +389,16 @@ class DiskDUE(DueMerges):
     def _held_submit(self, fps, urls) -> list[str]:
         self._raise_held()
         return []
+
+    def _settle_calls(self) -> None:
+        """What flush and checkpoint settle first: a hold raises; URLs the caller surely has are
+        released; fingerprints prompt lookups handed out are logged."""
+        if self._held is not None:
+            self._raise_held()
+        if self._delivered:
+            self._release_delivered()
+        if self._peeks.pending:
+            self._log_peeked()
 
     def _raise_held(self) -> None:
         error = self._held

@@ -55,6 +55,7 @@ from crawler.due.journal_format import (
     segment_seq,
     truncate_segment,
 )
+from crawler.fsutil import fsync_and_close
 
 _HEADER_PACK = RECORD_HEADER.pack
 _crc32 = zlib.crc32
@@ -222,7 +223,7 @@ class SubmitJournal:
         if self._syncer is None:
             self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="due-journal-fsync")
         self.dirty = False
-        self._sync = self._syncer.submit(_fsync_and_close, os.dup(self._fd))
+        self._sync = self._syncer.submit(fsync_and_close, os.dup(self._fd))
 
     def fsync_segments(self, seqs: list[int]) -> None:
         """Make segments durable (a merge does this before it commits)."""
@@ -421,13 +422,6 @@ class SubmitJournal:
 
 
 # --- helpers ------------------------------------------------------------------
-
-def _fsync_and_close(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _close_prepared(future: Future) -> None:
     """Unmap a prepared next window that was not used (in the mapper thread, after it was made)."""

@@ -43,7 +43,7 @@ minutes at worst.
 
 An "error" entry counts the consecutive unreachable fetches of its origin
 (`RobotsRules.failures`): the node parks the origin's URLs while that count
-is within `robots.error_max_retries` and drops them after (node.py).
+is within `robots.error_max_retries` and drops them after (crawler/node/visit.py).
 
 Checkpoint (`save`/`restore`, the node's state protocol, crawler/state.py):
 every cached origin is saved with its source, the robots text that was

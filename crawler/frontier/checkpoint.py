@@ -46,6 +46,7 @@ from crawler.frontier.journal import (
 from crawler.frontier.policy import GlobalEstimates, HostStats
 from crawler.frontier.segments import ChunkFile, ChunkRef, Entry, SegmentStore
 from crawler.frontier.stats import FrontierStats
+from crawler.fsutil import fsync_and_close
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ class FrontierCheckpoints:
             return
         fd = self._journal.dup_if_dirty()
         if fd is not None:
-            self._syncing = self._writer().submit(_fsync_and_close, fd)
+            self._syncing = self._writer().submit(fsync_and_close, fd)
 
     def shutdown(self) -> None:
         """Final checkpoint (when durable) and close the files."""
@@ -355,13 +356,6 @@ class CheckpointPlan:
     t0: float
     ram_seg: int                    # the segment number the RAM queues are written to (see _write_plan)
     future: Future | None = None
-
-
-def _fsync_and_close(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_plan(plan: CheckpointPlan) -> None:

@@ -156,12 +156,7 @@ class Frontier(FrontierCheckpoints):
             h.tail.append((seq, quality, url))
             if quality > h.tail_qmax:
                 h.tail_qmax = quality
-        if not h.queued:
-            self._nonempty += 1
-        h.queued += 1
-        h.qsum += quality
-        self.queued += 1
-        self._ram += 1
+        self._count_queued(h, quality)
         if h.state == IDLE:
             self._schedule(h)
         elif h.state == READY and not self._bfs:
@@ -174,13 +169,17 @@ class Frontier(FrontierCheckpoints):
         seq, quality, held = h.inflight if h.inflight is not None and h.inflight[2] == url else (self._seq, 0.0, url)
         h.inflight = None
         heapq.heappush(h.head, (FIRST, seq, quality, url))
+        self._count_queued(h, quality)
+        self.counts.requeued += 1
+
+    def _count_queued(self, h: HostQueue, quality: float) -> None:
+        """One more URL held in RAM in `h`'s queue: the counts the scheduler and spilling read."""
         if not h.queued:
             self._nonempty += 1
         h.queued += 1
         h.qsum += quality
         self.queued += 1
         self._ram += 1
-        self.counts.requeued += 1
 
     # --- scheduling ---------------------------------------------------------------------------
     def _bump(self, h: HostQueue) -> int:

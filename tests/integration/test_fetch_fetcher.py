@@ -15,12 +15,12 @@ from email.utils import formatdate
 import brotli
 import pytest
 from aiohttp import web
+from tests.support.fetching import Fetchers
 from tests.support.ports import free_port
 
-from crawler.config.schema import DnsConfig, FetchConfig
+from crawler.config.schema import FetchConfig
 from crawler.fetch import result as R
 from crawler.fetch.decode import zstd
-from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
@@ -270,19 +270,13 @@ def make_config(**overrides) -> FetchConfig:
 
 @pytest.fixture
 async def make_fetcher():
-    made = []
+    fetchers = Fetchers()
 
     async def factory(max_url_bytes: int = 2048, **overrides) -> Fetcher:
-        config = make_config(**overrides)
-        resolver = Resolver(DnsConfig(), allow_private_networks=config.allow_private_networks)
-        fetcher = Fetcher(config, resolver, UA, max_url_bytes=max_url_bytes)
-        made.append((fetcher, resolver))
-        return fetcher
+        return fetchers.make(make_config(**overrides), max_url_bytes=max_url_bytes)
 
     yield factory
-    for fetcher, resolver in made:
-        await fetcher.close()
-        await resolver.close()
+    await fetchers.close()
 
 
 async def test_normal_page(server, make_fetcher):

@@ -6,10 +6,10 @@ import asyncio
 import socket
 
 import pytest
+from tests.support.fetching import Fetchers
 
 from crawler.config.schema import DnsConfig, FetchConfig
 from crawler.fetch import result as R
-from crawler.fetch.dns import Resolver
 from crawler.fetch.fetcher import Fetcher
 
 UA = "ExampleCrawler/1.0 (+https://example.org/crawler)"
@@ -64,22 +64,17 @@ async def counting_server():
 @pytest.fixture
 async def guarded():
     """A fetcher with the guard on and *.web.test / exact.test overridden to 127.0.0.1."""
-    made = []
+    fetchers = Fetchers()
 
     async def factory(source_address: str | None = None, allow_private: bool = False) -> Fetcher:
         dns = DnsConfig(overrides={"*.web.test": "127.0.0.1", "exact.test": "127.0.0.1"},
                         nameservers=["127.0.0.1:9"], timeout_s=0.2, tries=1)
         config = FetchConfig(allow_private_networks=allow_private, connect_timeout_s=1.0,
                              read_timeout_s=2.0, total_timeout_s=5.0, dns=dns)
-        resolver = Resolver(dns, allow_private_networks=allow_private)
-        fetcher = Fetcher(config, resolver, UA, source_address=source_address)
-        made.append((fetcher, resolver))
-        return fetcher
+        return fetchers.make(config, source_address=source_address)
 
     yield factory
-    for fetcher, resolver in made:
-        await fetcher.close()
-        await resolver.close()
+    await fetchers.close()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "0.0.0.0"])

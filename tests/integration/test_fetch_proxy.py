@@ -20,6 +20,7 @@ import ssl
 
 import pytest
 from aiohttp import web
+from tests.support.fetching import Fetchers
 from tests.support.ports import free_port
 from tests.support.servers import MICROSOCKS_OUT, PROXY_CLIENT, TINYPROXY_OUT, Dnsmasq, Microsocks, Tinyproxy
 
@@ -103,22 +104,17 @@ async def target(pki):
 
 @pytest.fixture
 async def make_fetcher(pki):
-    made = []
+    fetchers = Fetchers()
 
     def factory(proxy: str | None, *, allow_private: bool = True, dns: DnsConfig | None = None,
                 config_proxy: str | None = None, tls: TlsConfig | None = None, **overrides) -> Fetcher:
         config = FetchConfig(allow_private_networks=allow_private, connect_timeout_s=5.0, read_timeout_s=5.0,
                              total_timeout_s=10.0, proxy=config_proxy, tls=tls or TlsConfig(ca_file=str(pki[0])),
                              dns=dns or DnsConfig(), **overrides)
-        resolver = Resolver(config.dns, allow_private_networks=allow_private)
-        fetcher = Fetcher(config, resolver, UA, proxy=proxy)
-        made.append((fetcher, resolver))
-        return fetcher
+        return fetchers.make(config, proxy=proxy)
 
     yield factory
-    for fetcher, resolver in made:
-        await fetcher.close()
-        await resolver.close()
+    await fetchers.close()
 
 
 @pytest.mark.parametrize("https", [False, True], ids=["http", "https"])

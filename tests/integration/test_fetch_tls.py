@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
+from tests.support.fetching import Fetchers
 from tests.support.ports import free_port
 from tests.support.processes import accepting, require_binary, stop_process
 
@@ -138,21 +139,15 @@ async def mtls_server(pki):
 
 @pytest.fixture
 async def make_fetcher():
-    made = []
+    fetchers = Fetchers()
 
     def factory(**tls_options) -> Fetcher:
-        config = FetchConfig(allow_private_networks=False, connect_timeout_s=5.0, read_timeout_s=5.0,
-                             total_timeout_s=10.0, tls=TlsConfig(**tls_options),
-                             dns=DnsConfig(overrides={f"*.{DOMAIN}": "127.0.0.1"}))
-        resolver = Resolver(config.dns, allow_private_networks=False)
-        fetcher = Fetcher(config, resolver, UA)
-        made.append((fetcher, resolver))
-        return fetcher
+        return fetchers.make(FetchConfig(allow_private_networks=False, connect_timeout_s=5.0, read_timeout_s=5.0,
+                                         total_timeout_s=10.0, tls=TlsConfig(**tls_options),
+                                         dns=DnsConfig(overrides={f"*.{DOMAIN}": "127.0.0.1"})))
 
     yield factory
-    for fetcher, resolver in made:
-        await fetcher.close()
-        await resolver.close()
+    await fetchers.close()
 
 
 def url(name: str, port: int, path: str = "/") -> str:

@@ -12,6 +12,8 @@ are stated in the policy's module docstring and in docs/caches.md.
 
 from __future__ import annotations
 
+from tests.support.mixing import fmix64
+
 
 def sieve_model(trace: list[int], capacity: int) -> list[bool]:
     """SIEVE (NSDI '24, Algorithm 1): queue[0] is the tail, queue[-1] the head; the hand an index or None."""
@@ -182,17 +184,7 @@ def twoq_model(trace: list[int], capacity: int) -> list[bool]:
     return hits
 
 
-MASK64 = (1 << 64) - 1
 ROW_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93)
-
-
-def fmix64(k: int) -> int:
-    """MurmurHash3's 64-bit finalizer, written out again so the model does not trust the code."""
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & MASK64
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & MASK64
-    return k ^ (k >> 33)
 
 
 def wtinylfu_model(trace: list[int], capacity: int) -> list[bool]:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.mixing import fmix64
 from tests.support.strategies import fingerprint_traces
 
 from crawler._native import NATIVE
@@ -47,15 +48,6 @@ capacities = st.integers(1, 2 * WAYS + 3)  # one set, and several sets of CLOCK
 
 
 # --- reference models ---------------------------------------------------------
-
-def fmix64(k: int) -> int:
-    """MurmurHash3 fmix64, written out again here so the model does not trust the code."""
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & MASK64
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & MASK64
-    return k ^ (k >> 33)
-
 
 class ClockRing:
     """The paper's CLOCK on one ring; new entries unmarked."""
