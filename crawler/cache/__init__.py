@@ -17,11 +17,12 @@ The interface (base.Cache), the same for every policy:
 and `make_cache(policy, capacity, **options)` builds one by its config name.
 
 The policies (one module each, registered in base._REGISTRY):
-    clock-sets  default. The paper's CLOCK (a mark bit per entry, a hand that
+    clock-sets
+              default. The paper's CLOCK (a mark bit per entry, a hand that
               sweeps clearing marks to the first unmarked victim) run in sets
               of 32 entries chosen by hash, one ring per set: 8.2 bytes per
-              entry, everything counted; about 0.1 point of miss rate above
-              `clock` on crawler-like streams, and faster (docs/caches.md).
+              entry, everything counted; about as many misses as `clock` on
+              crawler-like streams, and faster (docs/caches.md).
     clock     the paper's CLOCK exactly: one ring over the whole capacity and
               a hash index to it, 16-24 bytes per entry. New entries start
               unmarked in both.
