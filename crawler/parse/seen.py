@@ -25,7 +25,7 @@ two bodies with the same 64-bit fingerprint, which no structure here can
 tell apart). A repeat marks its entry, so bodies that keep coming back (the
 same page under many URLs) outlive the ones seen once. Memory is fixed at
 construction: 8.2 bytes per entry of capacity (docs/caches.md), whatever
-the crawl's length. CLOCK runs in sets of 32 entries picked by hash, so it
+the crawl's length. CLOCK-SETS runs in sets of 32 entries picked by hash, so it
 starts forgetting a little before it is full: docs/parsing.md has the
 measured figures.
 
