@@ -10,6 +10,8 @@ it prints:
   B/entry     memory per cache entry: self-reported (arrays + objects) and
               measured with tracemalloc while building and filling the cache
   hit rate    hits / requests over the whole stream
+and then, with --miss-sizes, the miss rate of the --miss-policies (default
+the two CLOCKs and LRU) at each of those capacities on the same stream.
 
 The stream ("crawler-like locality"): pages of lognormal link counts with the
 paper's median 23 and mean 62.55 links; of the links, ~30% repeat a link
@@ -21,6 +23,7 @@ generator (another seed); min is given the stream itself.
 
     python bench/cache_bench.py                    # 10M requests, 2**18 entries
     python bench/cache_bench.py --requests 200000  # quick
+    python bench/cache_bench.py --policies clock,clock-sets --miss-sizes 256,4096,65536,262144
 """
 
 from __future__ import annotations
@@ -297,6 +300,19 @@ def bench_baseline(name: str, factory, args, stream) -> Row:
     return row
 
 
+def miss_rates(policies: list[str], sizes: list[int], stream: np.ndarray) -> dict[str, list[float]]:
+    """Miss rate of each policy at each capacity over the stream (batches, as replay runs them)."""
+    rates: dict[str, list[float]] = {}
+    for policy in policies:
+        rates[policy] = []
+        for size in sizes:
+            cache = make_cache(policy, size)
+            for a in range(0, len(stream), CHUNK_REQUESTS):
+                cache.check_and_add_many(stream[a:a + CHUNK_REQUESTS])
+            rates[policy].append(cache.misses / len(stream))
+    return rates
+
+
 def fmt_rate(x: float) -> str:
     return "-" if x != x else f"{x / 1e6:.2f}M"
 
@@ -311,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="batch runs per policy, best kept (default 3)")
     parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma-separated policies")
     parser.add_argument("--no-baselines", action="store_true", help="skip cachetools and the dict CLOCK")
+    parser.add_argument("--miss-sizes", default="", help="comma-separated capacities for a miss-rate table")
+    parser.add_argument("--miss-policies", default="clock,clock-sets,lru",
+                        help="policies of the miss-rate table (default clock,clock-sets,lru)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     benchkit.add_kernels_option(parser)
     args = parser.parse_args(argv)
@@ -348,9 +367,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         for note in r.notes:
             print(f"# {r.name}: {note}")
+    sizes = [int(x) for x in args.miss_sizes.split(",") if x.strip()]
+    table: dict[str, list[float]] = {}
+    if sizes:
+        table = miss_rates([p.strip() for p in args.miss_policies.split(",") if p.strip()], sizes, stream)
+        print(f"{'miss rate':<12}" + "".join(f"{name:>12}" for name in table))
+        for i, size in enumerate(sizes):
+            print(f"{size:<12}" + "".join(f"{rates[i]:>12.2%}" for rates in table.values()))
     print(f"# total {time.perf_counter() - t0:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1, default=float))
+        args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows], "miss_sizes": sizes,
+                                         "miss_rates": table}, indent=1, default=float))
     return 0
 
 

@@ -18,7 +18,7 @@ so no B/entry is printed for it, and no single/s: its work is done when it
 is built, and that time is its batch figure).
 
 sieve, s3fifo, arc, 2q and wtinylfu are pure Python (no compiled kernel
-yet); lru, clock and min run on the compiled kernel when it is built.
+yet); lru, clock, clock-sets and min run on the compiled kernel when it is built.
 
     python bench/cache_policies_bench.py                     # ~1-2 min on 2 shared cores
     python bench/cache_policies_bench.py --requests 200000   # quick
@@ -43,7 +43,7 @@ benchkit.use_installed_crawler()
 from cache_bench import crawler_stream  # noqa: E402
 from crawler.cache import make_cache  # noqa: E402
 
-POLICIES = ("lru", "clock", "min", "sieve", "s3fifo", "arc", "2q", "wtinylfu")
+POLICIES = ("lru", "clock", "clock-sets", "min", "sieve", "s3fifo", "arc", "2q", "wtinylfu")
 DEFAULT_REQUESTS = 1_000_000
 DEFAULT_CAPACITY = 1 << 14          # entries, for speed and miss rate
 DEFAULT_MEMORY_CAPACITY = 100_000   # entries, for bytes per entry

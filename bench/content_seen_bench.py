@@ -7,7 +7,7 @@ the same fingerprints:
   lookups/s   check_and_add called once per body from a Python loop (as the
               node does, one call per HTML page), half repeats
 and, for ContentSeen only, how much it has forgotten after n distinct
-fingerprints (n a fraction of the capacity): CLOCK runs in sets of 32 chosen
+fingerprints (n a fraction of the capacity): CLOCK-SETS runs in sets of 32 chosen
 by hash, so a set can overflow before the whole is full. Forgotten = n - size.
 
     python bench/content_seen_bench.py                      # the default capacity

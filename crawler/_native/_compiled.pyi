@@ -18,7 +18,7 @@ _SizeError = tuple[bytes, int, int]     # (path, size in bytes, expected size) o
 # --- the URL caches' kernels (crawler/cache/) -------------------------------------------------
 
 class _CacheKernel:
-    """What the four cache kernels share (the interface of crawler/cache/base.py's Cache).
+    """What the five cache kernels share (the interface of crawler/cache/base.py's Cache).
     A name of this stub only: at run time each kernel is its own type, with no common base."""
 
     def check_and_add(self, fp: int, /) -> bool: ...
@@ -36,7 +36,13 @@ class _CacheKernel:
     def buffer_bytes(self) -> int: ...
 
 class ClockKernel(_CacheKernel):
-    """Set-associative CLOCK: a CLOCK ring per set of `ways` entries (crawler/cache/clock.py)."""
+    """The paper's CLOCK: one ring over the whole capacity and a position index (crawler/cache/clock.py)."""
+
+    def __init__(self, capacity: int) -> None: ...
+    def ring_state(self) -> tuple[list[int], list[bool], int]: ...
+
+class ClockSetsKernel(_CacheKernel):
+    """Set-associative CLOCK: a CLOCK ring per set of `ways` entries (crawler/cache/clock_sets.py)."""
 
     def __init__(self, capacity: int, ways: int) -> None: ...
     def set_state(self, b: int, /) -> tuple[list[int], list[bool], int]: ...

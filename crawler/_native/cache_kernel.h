@@ -1,6 +1,6 @@
 /*
- * What the four cache kernel types (cache_clock.c, cache_lru.c,
- * cache_random.c, cache_set.c) share: the batch and single-request method
+ * What the five cache kernel types (cache_clock.c, cache_clock_sets.c,
+ * cache_lru.c, cache_random.c, cache_set.c) share: the batch and single-request method
  * bodies around a policy's access function, the getter of a uint64 field,
  * and the position index of LRU and RANDOM.
  */
@@ -108,7 +108,7 @@
  * fingerprint to its position in a key array: slots hold position + 1, 0 is
  * empty, and a probe compares keys[pos] with the fingerprint.  Deletion by
  * backward shift (Knuth 6.4 Algorithm R), so there are no tombstones.
- * Used by LRU and RANDOM, whose key arrays are in policy order.
+ * Used by CLOCK, LRU and RANDOM, whose key arrays are in policy order.
  */
 typedef struct {
     uint32_t *slots;

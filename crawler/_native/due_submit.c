@@ -38,7 +38,8 @@ static inline void put_u32le(uint8_t *p, uint32_t v)
  * directly, any other cache through its check_and_add_many. */
 static int due_probe(PyObject *cache, PyObject *fps_obj, const uint64_t *fps, Py_ssize_t count, uint8_t *hits)
 {
-    if (clock_probe(cache, fps, hits, count) || lru_probe(cache, fps, hits, count) ||
+    if (clock_sets_probe(cache, fps, hits, count) || clock_probe(cache, fps, hits, count) ||
+        lru_probe(cache, fps, hits, count) ||
         random_probe(cache, fps, hits, count))
         return 0;
     PyObject *r = PyObject_CallMethod(cache, "check_and_add_many", "O", fps_obj);

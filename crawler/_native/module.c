@@ -3,8 +3,9 @@
  * init.  The code lives in one source per concern (native.h lists them);
  * _compiled.pyi describes this module's API for editors and type checkers.
  *
- * Types (5):
- *   ClockKernel(capacity, ways)    set-associative CLOCK (a CLOCK ring per set)
+ * Types (6):
+ *   ClockKernel(capacity)          the paper's CLOCK: one ring, a position index
+ *   ClockSetsKernel(capacity, ways) set-associative CLOCK (a CLOCK ring per set)
  *   LruKernel(capacity)            exact LRU: entries with list links + index
  *   RandomKernel(capacity, seed)   random victim from splitmix64
  *   SetKernel(capacity, insert)    hash set (infinite: inserts; static: frozen)
@@ -69,14 +70,15 @@ static int add_type(PyObject *m, PyTypeObject *t, const char *name)
 
 PyMODINIT_FUNC PyInit__compiled(void)
 {
-    clock_detect_cpu();
+    clock_sets_detect_cpu();
     crc32_init();
     if (args_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&compiled_module);
     if (m == NULL)
         return NULL;
-    if (add_type(m, &ClockType, "ClockKernel") < 0 || add_type(m, &LruType, "LruKernel") < 0 ||
+    if (add_type(m, &ClockType, "ClockKernel") < 0 || add_type(m, &ClockSetsType, "ClockSetsKernel") < 0 ||
+        add_type(m, &LruType, "LruKernel") < 0 ||
         add_type(m, &RandomType, "RandomKernel") < 0 || add_type(m, &SetType, "SetKernel") < 0 ||
         add_type(m, &FrontType, "DueFront") < 0) {
         Py_DECREF(m);

@@ -15,7 +15,8 @@
  * The sources, one concern each (the Python module using it in brackets):
  *   args.c            arguments: fingerprints, uint64/int64 buffers, paths, bool results
  *   tables.c          zeroed tables, large ones on huge pages
- *   cache_clock.c     ClockKernel: set-associative CLOCK          [crawler/cache/clock.py]
+ *   cache_clock.c     ClockKernel: the paper's CLOCK, one ring    [crawler/cache/clock.py]
+ *   cache_clock_sets.c ClockSetsKernel: set-associative CLOCK     [crawler/cache/clock_sets.py]
  *   cache_lru.c       LruKernel: exact LRU                        [crawler/cache/lru.py]
  *   cache_random.c    RandomKernel: random victim (splitmix64)    [crawler/cache/random_policy.py]
  *   cache_set.c       SetKernel: hash set (INFINITE, STATIC)      [crawler/cache/hashset.py]
@@ -27,7 +28,7 @@
  *   due_files.c       fsync / unlink / pre-fault files (threads)  [crawler/due/merge_pass.py, journal.py]
  *   splitter_owners.c split_owners(): the splitter's owner pass  [crawler/splitter/owner_pass.py]
  *   module.c          the module: PyInit, method table, types
- *   cache_kernel.h    what the four cache types share (batch macros, position index)
+ *   cache_kernel.h    what the five cache types share (batch macros, position index)
  * _compiled.pyi describes everything the module exports.
  *
  * Every symbol shared between the sources is declared here; the extension is
@@ -95,14 +96,16 @@ void *alloc_zeroed(size_t count, size_t size);
 
 /* ------------------------------------------------------- the types */
 
-extern PyTypeObject ClockType, LruType, RandomType, SetType, FrontType;
+extern PyTypeObject ClockType, ClockSetsType, LruType, RandomType, SetType, FrontType;
 
-void clock_detect_cpu(void);   /* picks CLOCK's AVX2 loop where the CPU has it */
+void clock_sets_detect_cpu(void);   /* picks the set-associative CLOCK's AVX2 loop where the CPU has it */
 
 /* The batch loop of a compiled cache policy run straight from C (the DUE's
- * probe): 1 if `cache` is a ready ClockKernel / LruKernel / RandomKernel and
+ * probe): 1 if `cache` is a ready ClockKernel / ClockSetsKernel / LruKernel /
+ * RandomKernel and
  * hits[i] now holds its answer for fps[i], 0 if it is not one. */
 int clock_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n);
+int clock_sets_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n);
 int lru_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n);
 int random_probe(PyObject *cache, const uint64_t *fps, uint8_t *hits, Py_ssize_t n);
 

@@ -1,34 +1,25 @@
-"""CLOCK (the default policy): the paper's algorithm, run in sets of 32 entries.
+"""CLOCK: the paper's algorithm exactly, one ring over the whole capacity (policy `clock`).
 
 The algorithm (Broder, Najork & Wiener, after the OS page-replacement CLOCK):
-every entry has a mark bit; a hit sets it. While the cache is not full a
-miss simply inserts. A miss on a full cache moves the hand round the ring,
-clearing marks, to the first unmarked entry, evicts it, puts the new
-fingerprint in its place and advances the hand one past it. A new entry
-starts UNMARKED: it has to be hit once to survive the next pass of the hand.
-This is fixed (CLOCK_INITIAL_MARK in crawler/_native/cache_clock.c, _INITIAL_MARK here) and
-pinned by tests.
+the cache is a ring of `capacity` slots, each holding a key and a mark bit,
+and a hand. A hit sets the key's mark. While the cache is not full a miss
+takes the next free slot (slots fill from 0 up; the hand stays at 0). A miss
+on a full cache moves the hand round the ring, clearing marks, to the first
+unmarked slot; that slot takes the new key and the hand moves one past it,
+so the new key is the last one the hand reaches again. A new entry starts
+UNMARKED: it has to be hit once to survive the next pass of the hand. Both
+choices are fixed (RING_INITIAL_MARK in crawler/_native/cache_clock.c,
+_INITIAL_MARK here) and pinned by tests against a plain list ring.
 
-Sets. The capacity is split into nsets = ceil(capacity / 32) sets of 32 (or
-31) entries, and a fingerprint belongs to set fastrange(fmix64(fp), nsets);
-each set is one CLOCK ring exactly as above ("full" meaning the set is full).
-This is set-associative CLOCK, as CPU caches do it. With capacity <= 32 there
-is one set, the global CLOCK itself. With more, eviction is decided among
-the 32 entries of the request's set instead of the whole cache; on
-crawler-like streams that costs at most 0.15 percentage point of miss rate
-against a single global ring (docs/caches.md), and it is what makes 8 bytes
-per entry possible: the set of a key is its hash, so no index from key to
-ring position is needed (a global ring needs one, at least 18 more bits per
-entry at 2**18 entries), and there is nothing to shift or tombstone.
+Layout (compiled, crawler/_native/cache_clock.c): keys uint64[capacity] in
+ring order, marks one bit per slot, and a position index from fingerprint
+to slot (open addressing, uint32, load <= 1/2, backward-shift deletion, as
+LRU and RANDOM use): 16-24 bytes per entry. The set-associative variant,
+`clock-sets` (clock_sets.py), needs no index and takes 8.2; docs/caches.md
+compares the two.
 
-Layout: keys uint64[capacity] (set after set, each set in ring order; the
-occupied ways of a set are 0 .. fill-1, so no value means "empty" and the
-real fingerprint 0 is an ordinary key), and per set a uint32 of mark bits,
-a uint8 hand and a uint8 fill count: 8 + 6/32 = 8.19 bytes per entry. A
-lookup scans at most 32 keys, four adjacent cache lines.
-
-`PyClockKernel` is the pure-Python twin of the compiled `ClockKernel`
-(crawler/_native/cache_clock.c): the same sets, rings and hands, so the same results.
+`PyClockKernel` is the pure-Python twin of the compiled `ClockKernel`: the
+same slots, marks and hand, so the same results.
 """
 
 from __future__ import annotations
@@ -36,89 +27,78 @@ from __future__ import annotations
 import sys
 
 from crawler._native import NATIVE
-from crawler.cache._mix import PyKernel, fastrange, fmix64
+from crawler.cache._mix import PyKernel
 from crawler.cache.base import Cache
 
-# Entries per set (the associativity); at most 32, the bits of a set's mark word.
-WAYS = 32
-MAX_WAYS = 32
 _INITIAL_MARK = 0  # a new entry starts unmarked (same constant in cache_clock.c)
 
 
 class PyClockKernel(PyKernel):
-    """Pure-Python CLOCK kernel, set for set the same as the compiled ClockKernel."""
+    """Pure-Python single-ring CLOCK kernel, slot for slot the same as the compiled ClockKernel."""
 
-    __slots__ = ("_keys", "_marks", "_hands", "_nsets", "_base", "_extra", "_ways",
-                 "_capacity", "_size", "_hits", "_misses")
+    __slots__ = ("_keys", "_marks", "_where", "_hand", "_capacity", "_hits", "_misses")
 
-    def __init__(self, capacity: int, ways: int) -> None:
-        if not (1 <= capacity < (1 << 40) and 1 <= ways <= MAX_WAYS):
-            raise ValueError("ClockKernel needs 1 <= capacity < 2**40 and 1 <= ways <= 32")
-        self._nsets = -(-capacity // ways)
-        self._base, self._extra = divmod(capacity, self._nsets)
-        self._keys: list[list[int]] = [[] for _ in range(self._nsets)]  # per set, ring order
-        self._marks: list[list[int]] = [[] for _ in range(self._nsets)]
-        self._hands = [0] * self._nsets
-        self._ways = ways
+    def __init__(self, capacity: int) -> None:
+        if not 1 <= capacity < (1 << 31):
+            raise ValueError("ClockKernel needs 1 <= capacity < 2**31")
+        self._keys: list[int] = []          # ring order
+        self._marks = bytearray(capacity)
+        self._where: dict[int, int] = {}    # fingerprint -> slot
+        self._hand = 0
         self._capacity = capacity
-        self._size = self._hits = self._misses = 0
+        self._hits = self._misses = 0
 
     def _access(self, fp: int) -> bool:
-        b = fastrange(fmix64(fp), self._nsets)
-        keys, marks = self._keys[b], self._marks[b]
-        for i, key in enumerate(keys):
-            if key == fp:
-                marks[i] = 1
-                self._hits += 1
-                return True
+        where = self._where
+        slot = where.get(fp)
+        if slot is not None:
+            self._marks[slot] = 1
+            self._hits += 1
+            return True
         self._misses += 1
-        ways = self._base + (b < self._extra)
-        if len(keys) < ways:  # the set is not full: a miss simply inserts
+        keys, marks = self._keys, self._marks
+        if len(keys) < self._capacity:  # not full: a miss takes the next free slot
+            where[fp] = len(keys)
+            marks[len(keys)] = _INITIAL_MARK
             keys.append(fp)
-            marks.append(_INITIAL_MARK)
-            self._size += 1
             return False
-        hand = self._hands[b]
-        while marks[hand]:  # move the hand, clearing marks, to the first unmarked way
+        hand, last = self._hand, self._capacity - 1
+        while marks[hand]:  # move the hand, clearing marks, to the first unmarked slot
             marks[hand] = 0
-            hand = hand + 1 if hand + 1 < ways else 0
+            hand = hand + 1 if hand < last else 0
+        del where[keys[hand]]
         keys[hand] = fp
         marks[hand] = _INITIAL_MARK
-        self._hands[b] = hand + 1 if hand + 1 < ways else 0
+        where[fp] = hand
+        self._hand = hand + 1 if hand < last else 0
         return False
 
     def keys(self) -> list[int]:
-        """Resident fingerprints, set by set in ring order."""
-        return [key for keys in self._keys for key in keys]
+        """Resident fingerprints in slot order."""
+        return list(self._keys)
 
-    def set_state(self, b: int) -> tuple[list[int], list[bool], int]:
-        """(keys in ring order, marks, hand) of set b."""
-        if not 0 <= b < self._nsets:
-            raise IndexError("no such set")
-        return list(self._keys[b]), [bool(m) for m in self._marks[b]], self._hands[b]
+    def ring_state(self) -> tuple[list[int], list[bool], int]:
+        """(keys in slot order, marks, hand)."""
+        return list(self._keys), [bool(m) for m in self._marks[:len(self._keys)]], self._hand
 
-    size = property(lambda self: self._size, doc="Entries held now.")
-    nsets = property(lambda self: self._nsets, doc="Number of sets (CLOCK rings).")
-    ways = property(lambda self: self._ways, doc="Most entries per set.")
+    size = property(lambda self: len(self._keys), doc="Entries held now.")
 
     @property
     def buffer_bytes(self) -> int:
-        """Bytes of the per-set lists and the int objects in them."""
-        total = sys.getsizeof(self._keys) + sys.getsizeof(self._marks) + sys.getsizeof(self._hands)
-        for keys, marks in zip(self._keys, self._marks):
-            total += sys.getsizeof(keys) + sys.getsizeof(marks) + sum(map(sys.getsizeof, keys))
-        return total
+        """Bytes of the key list, the marks, the position dict and their int objects."""
+        return (sys.getsizeof(self._keys) + sys.getsizeof(self._marks) + sys.getsizeof(self._where)
+                + sum(map(sys.getsizeof, self._keys)) + sum(map(sys.getsizeof, self._where.values())))
 
 
 _Kernel = NATIVE.ClockKernel if NATIVE is not None else PyClockKernel
 
 
 class ClockCache(_Kernel, Cache):  # type: ignore[misc, valid-type]
-    """Set-associative CLOCK; see the module docstring."""
+    """The paper's CLOCK on one ring; see the module docstring."""
 
     __slots__ = ()
     name = "clock"
     compiled = _Kernel is not PyClockKernel
 
     def __init__(self, capacity: int) -> None:
-        super().__init__(capacity, WAYS)
+        super().__init__(capacity)

@@ -180,10 +180,12 @@ def check(config: Config, source: str) -> None:
             if port and (n.host, port) in seen:
                 raise ConfigError(f"{source}: cluster.nodes[{n.id}].{port_name}: port {port} on {n.host} is used twice")
             seen.add((n.host, port))
+    from crawler.cache.base import ONLINE_POLICIES, POLICY_NAMES
     for key, cache in (("splitter.cache", config.splitter.cache), ("due.cache", config.due.cache)):
-        if cache.policy in ("min", "infinite"):
-            raise ConfigError(f"{source}: {key}.policy: '{cache.policy}' is offline only (replay); "
-                              "expected clock, lru, random or static")
+        if cache.policy not in ONLINE_POLICIES:
+            what = "is offline only (replay)" if cache.policy in POLICY_NAMES else "is not a cache policy"
+            raise ConfigError(f"{source}: {key}.policy: {cache.policy!r} {what}; "
+                              f"expected one of {', '.join(ONLINE_POLICIES)}")
         if cache.policy == "static" and not cache.preload_file:
             raise ConfigError(f"{source}: {key}.preload_file: expected a .npy file of fingerprints for policy static, "
                               "got None")

@@ -241,8 +241,8 @@ class ParseConfig:
                                 "links are not followed.", "s", min=0.001)
     threads: int = _f(2, "Threads for parsing large pages.", min=1)
     content_seen_size: int = _f(1_048_576, "Body fingerprints the content-seen test holds (8.2 bytes each, allocated "
-                                           "at start); when full it forgets (CLOCK): a forgotten mirror's links are "
-                                           "followed again, but no page's links are ever skipped wrongly. "
+                                           "at start); when full it forgets (CLOCK-SETS): a forgotten mirror's links "
+                                           "are followed again, but no page's links are ever skipped wrongly. "
                                            "0 = off. See docs/parsing.md.", "entries", min=0)
 
 
@@ -292,7 +292,10 @@ class PeersConfig:
 
 @dataclass
 class CacheConfig:
-    policy: str = _f("clock", "Cache policy: clock, lru, random, static (offline only: min, infinite).")
+    policy: str = _f("clock-sets", "Cache policy: clock-sets (the paper's CLOCK in 32-entry sets, 8.2 bytes per "
+                                   "entry), clock (the paper's CLOCK exactly, one ring, 16-24 bytes per entry), lru, "
+                                   "random, static, sieve, s3fifo, arc, 2q or wtinylfu (offline only: min, infinite). "
+                                   "See docs/caches.md.")
     size: int = _f(65536, "Entries the cache holds.", "entries", min=1)
     seed: int = _f(0, "Seed of the random policy.")
     preload_file: str | None = _f(None, "For static: .npy file of uint64 fingerprints to hold.")

@@ -26,8 +26,8 @@ bucket window and the sort arrays during a merge; never the number of URLs
 seen. (After each merge freed heap pages go back to the OS: `trim`.)
 
 Hot path cost is per call more than per URL: with the compiled kernel about
-8-10 us per page-sized call (~60 links) on a 2-CPU VM, of which the CLOCK
-probe is ~35-50 ns per link; the pure-Python twin costs about twice that.
+8-10 us per page-sized call (~60 links) on a 2-CPU VM, of which the CLOCK-SETS
+probe (the default policy) is ~35-50 ns per link; the pure-Python twin costs about twice that.
 
 Crash safety (`restore`, run by the constructor). A merge
 

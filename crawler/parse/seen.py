@@ -18,14 +18,14 @@ wrong do not cost the same:
   test again. That is what the crawl did before this test existed, and what
   a restart does anyway (the set is not checkpointed).
 
-So this set may only forget, never invent: it is the URL caches' CLOCK
-(`crawler.cache.clock`, compiled), which stores the 64-bit keys themselves,
+So this set may only forget, never invent: it is the URL caches' CLOCK-SETS
+(`crawler.cache.clock_sets`, compiled), which stores the 64-bit keys themselves,
 so a "seen" answer is always for a fingerprint inserted before (short of
 two bodies with the same 64-bit fingerprint, which no structure here can
 tell apart). A repeat marks its entry, so bodies that keep coming back (the
 same page under many URLs) outlive the ones seen once. Memory is fixed at
 construction: 8.2 bytes per entry of capacity (docs/caches.md), whatever
-the crawl's length. CLOCK runs in sets of 32 entries picked by hash, so it
+the crawl's length. CLOCK-SETS runs in sets of 32 entries picked by hash, so it
 starts forgetting a little before it is full: docs/parsing.md has the
 measured figures.
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from crawler.cache import make_cache
 
-POLICY = "clock"   # stores exact keys, only forgets (see above); a hit marks the entry
+POLICY = "clock-sets"   # stores exact keys, only forgets (see above); a hit marks the entry
 
 
 class ContentSeen:

@@ -6,7 +6,9 @@ sent to a peer is not sent again (DESIGN 2.3). Broder, Najork & Wiener
 through about 1,800 simulated caches: six policies (CLOCK, LRU, RANDOM,
 STATIC, and the bounds MIN and INFINITE) at sizes 2^0..2^25, on the full
 stream and on the cross-host sub-stream. `crawler replay` does the same with
-our logs and with the very cache classes the crawler runs (crawler.cache).
+our logs and with the very cache classes the crawler runs (crawler.cache):
+`clock` is the paper's single-ring CLOCK exactly, and `clock-sets` the
+set-associative CLOCK the crawler runs by default.
 
 Data flow:
 
@@ -28,8 +30,8 @@ Data flow:
         min        crawler.cache.min's compiled Belady per size, on the shared
                    next-use times; sizes past stack.min_saturation are cold-only
         clock,     make_cache(policy, size).check_and_add_many over 1 Mi-request
-        random     batches, one run per size (the crawler's own code); sizes
-                   at which the cache provably never evicts are cold-only
+        clock-sets, batches, one run per size (the crawler's own code); sizes
+        random     at which the cache provably never evicts are cold-only
         -> misses summed over streams per (trace, policy, size), optionally per
            window of requests (--over-time)
         v

@@ -27,8 +27,8 @@ DPI = 100
 FIGSIZE_IN = (7.5, 4.6)
 OVER_TIME_PANELS = 4
 STYLE = {
-    "clock": ("tab:blue", "o"), "lru": ("tab:orange", "s"), "random": ("tab:green", "^"),
-    "static": ("tab:red", "v"), "min": ("black", "D"), "infinite": ("tab:gray", "x"),
+    "clock": ("tab:blue", "o"), "clock-sets": ("tab:cyan", "P"), "lru": ("tab:orange", "s"),
+    "random": ("tab:green", "^"), "static": ("tab:red", "v"), "min": ("black", "D"), "infinite": ("tab:gray", "x"),
 }
 DEFAULT_STYLE = ("tab:purple", "*")
 INSTALL_HINT = "pip install 'crawler[replay]'"
@@ -149,7 +149,7 @@ def over_time_sizes(result: ReplayResult, trace: str, chosen: tuple[int, ...] | 
     if chosen:
         return [s for s in chosen if s in sizes][:OVER_TIME_PANELS * 2]
     distinct = result.stats[trace].distinct
-    evicting = [p for p in ("clock", "lru", "random", "min") if (trace, p) in result.tallies]
+    evicting = [p for p in ("clock", "clock-sets", "lru", "random", "min") if (trace, p) in result.tallies]
     last = len(sizes) - 1
     for i in range(len(sizes)):
         if evicting and all(result.tallies[(trace, p)].misses[i] <= distinct for p in evicting):

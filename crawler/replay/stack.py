@@ -36,7 +36,7 @@ import numpy as np
 
 from crawler._native import NATIVE
 from crawler.cache import min as min_policy
-from crawler.cache.clock import WAYS as CLOCK_WAYS
+from crawler.cache.clock_sets import WAYS as CLOCK_SETS_WAYS
 
 # Depth of a request that misses in a cache of any size.
 COLD = np.iinfo(np.int64).max
@@ -129,12 +129,12 @@ def fastrange_array(mixed: np.ndarray, n: int) -> np.ndarray:
     return ((high + low) >> _U64(32)).astype(np.int64)
 
 
-def clock_never_evicts(mixed: np.ndarray, capacity: int, ways: int = CLOCK_WAYS) -> bool:
-    """True when a crawler.cache CLOCK cache of `capacity` entries never evicts on a
+def clock_sets_never_evicts(mixed: np.ndarray, capacity: int, ways: int = CLOCK_SETS_WAYS) -> bool:
+    """True when a crawler.cache CLOCK-SETS cache of `capacity` entries never evicts on a
     stream with these distinct mixed fingerprints (`distinct_mixed`), so its only
     misses are the first requests.
 
-    It follows the set geometry of crawler.cache.clock (docs/caches.md):
+    It follows the set geometry of crawler.cache.clock_sets (docs/caches.md):
     nsets = ceil(capacity / ways), fingerprint to set fastrange(fmix64(fp), nsets),
     set b holding base + (b < extra) entries with base, extra = divmod(capacity,
     nsets). It never evicts iff no set is asked to hold more than that. Tests

@@ -3,8 +3,8 @@
 The cluster crawls with `splitter.log.enabled: true`; `crawler replay` then
 reads the nodes' data directories (both run as `python -m crawler ...`). Checked from outside: the replayed
 request counts are the logged records and the nodes' own splitter counters;
-replaying the cross trace through CLOCK at the splitter's configured size
-reproduces exactly the hits the online cache logged (the same code, the
+replaying the cross trace through the splitter's policy (CLOCK-SETS by
+default) at its configured size reproduces exactly the hits the online cache logged (the same code, the
 same stream); MIN is below every policy and INFINITE below MIN at every
 size; every figure is written.
 """
@@ -19,6 +19,7 @@ import pytest
 from tests.support.configs import NODES, SECRET, cluster_config, write_config
 from tests.support.processes import run_crawler
 
+from crawler.cache import DEFAULT_POLICY, PAPER_POLICIES
 from crawler.splitter import FLAG_CROSS, read_records
 from crawler.testweb.process import TestWebProcess
 
@@ -66,13 +67,13 @@ def test_requests_are_the_logged_records_and_the_nodes_counters(replayed):
     assert cross["requests"] == sum(sp["cross"] for sp in by_node.values())
     assert cross["logged_cache_hits"] == sum(sp["cache_hits"] for sp in by_node.values())
     assert 1000 < cross["requests"] < full["requests"]
-    assert replayed["line"]["rows"] == len(replayed["rows"]) == 2 * 6 * 26
+    assert replayed["line"]["rows"] == len(replayed["rows"]) == 2 * len(PAPER_POLICIES) * 26
 
 
-def test_clock_replay_reproduces_the_online_splitter_cache(replayed):
-    """Same CLOCK code, same per-node cross stream, same size: the same misses."""
+def test_replay_reproduces_the_online_splitter_cache(replayed):
+    """Same cache code (the default policy), same per-node cross stream, same size: the same misses."""
     row = next(r for r in replayed["rows"]
-               if (r["trace"], r["policy"], r["size"]) == ("cross", "clock", str(SPLITTER_CACHE_SIZE)))
+               if (r["trace"], r["policy"], r["size"]) == ("cross", DEFAULT_POLICY, str(SPLITTER_CACHE_SIZE)))
     sent = sum(s["splitter"]["urls_sent"] for s in replayed["nodes"])
     assert int(row["misses"]) == sent
 
@@ -84,7 +85,7 @@ def test_the_papers_orderings_hold_at_every_size(replayed, trace):
     distinct = replayed["summary"]["traces"][trace]["distinct"]
     assert np.all(infinite == distinct)
     assert np.all(infinite <= floor)
-    for policy in ("clock", "lru", "random"):
+    for policy in ("clock", "clock-sets", "lru", "random"):
         assert np.all(floor <= misses(rows, trace, policy)), policy
     for policy in ("lru", "min", "static"):
         assert np.all(np.diff(misses(rows, trace, policy)) <= 0), policy

@@ -1,10 +1,10 @@
 """Each cache policy pinned against a tiny reference model (hypothesis).
 
-The models are written for clarity, not speed: a list ring for CLOCK, an
-OrderedDict for LRU, sets for STATIC and INFINITE, and a Belady simulation
-that scans for the farthest next use. The CLOCK, LRU, RANDOM and INFINITE
-properties run on the cache make_cache builds and, when that one is
-compiled, on the pure-Python twin too (tests/unit/test_cache.py compares the
+The models are written for clarity, not speed: a list ring for CLOCK (and
+one per set for CLOCK-SETS), an OrderedDict for LRU, sets for STATIC and
+INFINITE, and a Belady simulation that scans for the farthest next use. The
+CLOCK, CLOCK-SETS, LRU, RANDOM and INFINITE properties run on the cache
+make_cache builds and, when that one is compiled, on the pure-Python twin too (tests/unit/test_cache.py compares the
 compiled and pure STATIC and MIN directly).
 """
 
@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.support.mixing import fmix64
 from tests.support.strategies import fingerprint_traces
@@ -22,7 +22,8 @@ from tests.support.strategies import fingerprint_traces
 from crawler._native import NATIVE
 from crawler.cache import make_cache
 from crawler.cache._mix import MASK64, SplitMix64
-from crawler.cache.clock import WAYS, PyClockKernel
+from crawler.cache.clock import PyClockKernel
+from crawler.cache.clock_sets import WAYS, PyClockSetsKernel
 from crawler.cache.hashset import PySetKernel
 from crawler.cache.lru import PyLruKernel
 from crawler.cache.random_policy import PyRandomKernel
@@ -44,34 +45,45 @@ def batch_splits(draw, trace):
     return [trace[a:b] for a, b in zip(edges, edges[1:])]
 
 
-capacities = st.integers(1, 2 * WAYS + 3)  # one set, and several sets of CLOCK
+capacities = st.integers(1, 2 * WAYS + 3)  # one set, and several sets of CLOCK-SETS
+BIG_EXAMPLES = 30                           # long traces: few examples, most of them small sizes
+MAX_SIZE_LOG2 = 16
 
 
 # --- reference models ---------------------------------------------------------
 
 class ClockRing:
-    """The paper's CLOCK on one ring; new entries unmarked."""
+    """The paper's CLOCK on one ring; new entries unmarked; the hand moves one past the slot it filled."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity, self.keys, self.marks, self.hand = capacity, [], [], 0
+        self.slot: dict[int, int] = {}   # where each key is: only so that 2**16-entry rings run in time
 
     def access(self, fp: int) -> bool:
-        if fp in self.keys:
-            self.marks[self.keys.index(fp)] = True
+        if fp in self.slot:
+            self.marks[self.slot[fp]] = True
             return True
         if len(self.keys) < self.capacity:
+            self.slot[fp] = len(self.keys)
             self.keys.append(fp)
             self.marks.append(False)
             return False
         while self.marks[self.hand]:
             self.marks[self.hand] = False
             self.hand = (self.hand + 1) % self.capacity
-        self.keys[self.hand], self.marks[self.hand] = fp, False
+        del self.slot[self.keys[self.hand]]
+        self.keys[self.hand], self.marks[self.hand], self.slot[fp] = fp, False, self.hand
         self.hand = (self.hand + 1) % self.capacity
         return False
 
 
 def clock_model(trace: list[int], capacity: int) -> list[bool]:
+    """The paper's CLOCK: one ring over the whole capacity."""
+    ring = ClockRing(capacity)
+    return [ring.access(fp) for fp in trace]
+
+
+def clock_sets_model(trace: list[int], capacity: int) -> list[bool]:
     """CLOCK in sets of at most WAYS entries: set = floor(fmix64(fp) * nsets / 2**64)."""
     nsets = -(-capacity // WAYS)
     base, extra = divmod(capacity, nsets)
@@ -130,7 +142,8 @@ def online_caches(policy: str, capacity: int, seed: int = 0):
     """The cache make_cache builds, and the pure-Python kernel when it differs."""
     made = make_cache(policy, capacity, **({"seed": seed} if policy == "random" else {}))
     pure = {
-        "clock": lambda: PyClockKernel(capacity, WAYS),
+        "clock": lambda: PyClockKernel(capacity),
+        "clock-sets": lambda: PyClockSetsKernel(capacity, WAYS),
         "lru": lambda: PyLruKernel(capacity),
         "random": lambda: PyRandomKernel(capacity, seed),
         "infinite": lambda: PySetKernel(capacity, True),
@@ -148,19 +161,65 @@ def run_batches(cache, batches) -> list[bool]:
 # --- properties -----------------------------------------------------------------
 
 @SETTINGS
-@given(trace=traces(), capacity=capacities)
-def test_clock_matches_model(trace, capacity):
+@given(data=st.data(), trace=traces(), capacity=capacities)
+def test_clock_is_the_papers_ring(data, trace, capacity):
     expected = clock_model(trace, capacity)
+    batches = data.draw(batch_splits(trace))
     for cache in online_caches("clock", capacity):
+        assert [cache.check_and_add(fp) for fp in trace] == expected
+        assert cache.size == len(set(cache.keys())) <= capacity
+    for cache in online_caches("clock", capacity):
+        assert run_batches(cache, batches) == expected
+
+
+def long_trace(capacity: int, seed: int, spread: float, cuts: int) -> tuple[int, np.ndarray, list[int]]:
+    """(capacity, a trace of a few times the capacity with locality, batch edges): `spread` distinct
+    fingerprints per entry of capacity, half the requests a repeat of a recent one."""
+    rng = np.random.default_rng(seed)
+    n = 4 * capacity + 200
+    ids = rng.integers(0, max(2, int(spread * capacity) + 1), size=n, dtype=np.uint64)
+    back = rng.integers(1, 2 * capacity + 2, size=n)
+    idx = np.arange(n)
+    src = np.where((rng.random(n) < 0.5) & (idx >= back), idx - back, idx)
+    with np.errstate(over="ignore"):
+        trace = ids[src] * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
+    return capacity, trace, [0, *np.sort(rng.integers(0, n, size=cuts)).tolist(), n]
+
+
+@st.composite
+def long_traces(draw):
+    """long_trace with a capacity from 1 to 2**16, log-uniform."""
+    capacity = draw(st.integers(0, MAX_SIZE_LOG2).flatmap(lambda e: st.integers(1 << max(e - 1, 0), 1 << e)))
+    return long_trace(capacity, draw(st.integers(0, 2**32 - 1)), draw(st.sampled_from([1.1, 1.5, 3.0])),
+                      draw(st.integers(0, 5)))
+
+
+@settings(max_examples=BIG_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=long_traces())
+@example(case=long_trace(1 << MAX_SIZE_LOG2, seed=1, spread=1.5, cuts=3))
+def test_clock_is_the_papers_ring_up_to_2_16(case):
+    capacity, trace, edges = case
+    expected = clock_model(trace.tolist(), capacity)
+    for cache in online_caches("clock", capacity):
+        assert [cache.check_and_add(fp) for fp in trace.tolist()] == expected
+    for cache in online_caches("clock", capacity):
+        assert run_batches(cache, [trace[a:b] for a, b in zip(edges, edges[1:])]) == expected
+
+
+@SETTINGS
+@given(trace=traces(), capacity=capacities)
+def test_clock_sets_matches_model(trace, capacity):
+    expected = clock_sets_model(trace, capacity)
+    for cache in online_caches("clock-sets", capacity):
         assert [cache.check_and_add(fp) for fp in trace] == expected
         assert cache.size == len(set(cache.keys())) <= capacity
 
 
 @SETTINGS
 @given(trace=traces(), capacity=st.integers(1, WAYS))
-def test_clock_with_one_set_is_the_papers_ring(trace, capacity):
+def test_clock_sets_with_one_set_is_the_papers_ring(trace, capacity):
     ring = ClockRing(capacity)
-    assert make_cache("clock", capacity).check_and_add_many(np.array(trace, dtype=np.uint64)).tolist() == \
+    assert make_cache("clock-sets", capacity).check_and_add_many(np.array(trace, dtype=np.uint64)).tolist() == \
         [ring.access(fp) for fp in trace]
 
 
@@ -211,7 +270,7 @@ def test_min_equals_belady_and_bounds_the_others(trace, capacity, seed):
     min_misses = int((~make_cache("min", capacity, trace=arr).check_and_add_many(arr)).sum())
     assert min_misses == belady_misses(trace, capacity)
     assert min_misses >= len(set(trace))  # INFINITE's misses: the compulsory ones
-    for policy, options in (("clock", {}), ("lru", {}), ("random", {"seed": seed})):
+    for policy, options in (("clock", {}), ("clock-sets", {}), ("lru", {}), ("random", {"seed": seed})):
         other = make_cache(policy, capacity, **options)
         other.check_and_add_many(arr)
         assert min_misses <= other.misses, policy
@@ -223,7 +282,7 @@ def test_batches_equal_sequential_calls(data, trace, capacity, seed):
     batches = data.draw(batch_splits(trace))
     arr = np.array(trace, dtype=np.uint64)
     options = {"random": {"seed": seed}, "static": {"preload": arr[: capacity]}, "min": {"trace": arr}}
-    for policy in ("clock", "lru", "random", "static", "min", "infinite"):
+    for policy in ("clock", "clock-sets", "lru", "random", "static", "min", "infinite"):
         one = make_cache(policy, capacity, **options.get(policy, {}))
         many = make_cache(policy, capacity, **options.get(policy, {}))
         sequential = [one.check_and_add(fp) for fp in trace]
@@ -236,7 +295,8 @@ def test_batches_equal_sequential_calls(data, trace, capacity, seed):
 @given(data=st.data(), trace=traces(), capacity=capacities)
 def test_pure_kernels_batch_equal_sequential(data, trace, capacity):
     batches = data.draw(batch_splits(trace))
-    for make in (lambda: PyClockKernel(capacity, WAYS), lambda: PyLruKernel(capacity),
-                 lambda: PyRandomKernel(capacity, 3), lambda: PySetKernel(capacity, True)):
+    for make in (lambda: PyClockKernel(capacity), lambda: PyClockSetsKernel(capacity, WAYS),
+                 lambda: PyLruKernel(capacity), lambda: PyRandomKernel(capacity, 3),
+                 lambda: PySetKernel(capacity, True)):
         one, many = make(), make()
         assert run_batches(many, batches) == [one.check_and_add(fp) for fp in trace]

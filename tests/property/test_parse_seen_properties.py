@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.strategies import fingerprint_traces
 
-from crawler.cache.clock import WAYS
+from crawler.cache.clock_sets import WAYS
 from crawler.parse import ContentSeen
 
 MASK64 = (1 << 64) - 1

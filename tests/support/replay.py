@@ -79,7 +79,8 @@ def static_misses(trace: list[int], k: int) -> int:
 
 
 def clock_ring_misses(trace: list[int], capacity: int) -> int:
-    """The paper's CLOCK on one ring (new entries unmarked): crawler.cache's CLOCK up to 32 entries."""
+    """The paper's CLOCK on one ring (new entries unmarked): crawler.cache's `clock` at every size,
+    and its `clock-sets` up to 32 entries (one set)."""
     keys: list[int] = []
     marks: list[bool] = []
     hand = misses = 0

@@ -25,14 +25,16 @@ from crawler.cache import (
     make_cache,
 )
 from crawler.cache._mix import MASK64, SplitMix64, fastrange, fmix64
-from crawler.cache.clock import WAYS, PyClockKernel
+from crawler.cache.clock import PyClockKernel
+from crawler.cache.clock_sets import WAYS, PyClockSetsKernel
 from crawler.cache.hashset import PySetKernel
 from crawler.cache.lru import PyLruKernel
 from crawler.cache.min import belady_hits, belady_hits_py, next_use
 from crawler.cache.random_policy import PyRandomKernel
 from crawler.cache.static import top_k
 
-MAX_CLOCK_BYTES_PER_ENTRY = 9.0
+MAX_CLOCK_SETS_BYTES_PER_ENTRY = 9.0
+MAX_CLOCK_BYTES_PER_ENTRY = 24.5     # key, mark bit and a position index at load >= 1/4
 BIG_CAPACITY = 1 << 18
 needs_compiled = pytest.mark.skipif(NATIVE is None, reason="compiled kernel not built")
 
@@ -66,10 +68,11 @@ def build(policy: str, capacity: int, trace: np.ndarray | None = None) -> Cache:
 # --- registry and make_cache --------------------------------------------------
 
 def test_registry_names_and_online_policies():
-    assert set(POLICIES) == {"clock", "lru", "random", "static", "min", "infinite",
+    assert set(POLICIES) == {"clock", "clock-sets", "lru", "random", "static", "min", "infinite",
                              "sieve", "s3fifo", "arc", "2q", "wtinylfu"}
-    assert ONLINE_POLICIES == ("clock", "lru", "random", "static", "sieve", "s3fifo", "arc", "2q", "wtinylfu")
-    assert cache_pkg.DEFAULT_POLICY == "clock"
+    assert ONLINE_POLICIES == ("clock", "clock-sets", "lru", "random", "static", "sieve", "s3fifo", "arc", "2q",
+                               "wtinylfu")
+    assert cache_pkg.DEFAULT_POLICY == "clock-sets"
     for name, cls in POLICIES.items():
         assert issubclass(cls, Cache) and cls.name == name
 
@@ -145,7 +148,7 @@ def test_batch_returns_bool_array_in_order(policy):
     assert cache.check_and_add_many(np.empty(0, dtype=np.uint64)).shape == (0,)
 
 
-@pytest.mark.parametrize("policy", ["clock", "lru", "random", "infinite", "static"])
+@pytest.mark.parametrize("policy", ["clock", "clock-sets", "lru", "random", "infinite", "static"])
 def test_fingerprint_edge_values_and_types(policy):
     cache = build(policy, 4, np.array([0, MASK64], dtype=np.uint64))
     if policy != "static":
@@ -192,56 +195,75 @@ def textbook_clock(trace, capacity):
     return hits
 
 
-def test_clock_worked_example():
-    cache = make_cache("clock", 3)
+def ring_state(cache):
+    """(keys, marks, hand) of the one ring: `clock`'s, or `clock-sets`' only set."""
+    return cache.ring_state() if cache.name == "clock" else cache.set_state(0)
+
+
+@pytest.mark.parametrize("policy", ["clock", "clock-sets"])
+def test_clock_worked_example(policy):
+    cache = make_cache(policy, 3)
     # 1 2 3 fill the ring; 1 hit marks it; 4: hand at 1 (marked) -> clear, 2 unmarked -> evict 2.
     assert cache.check_and_add_many(np.array([1, 2, 3, 1, 4], dtype=np.uint64)).tolist() == \
         [False, False, False, True, False]
-    keys, marks, hand = cache.set_state(0)
+    keys, marks, hand = ring_state(cache)
     assert keys == [1, 4, 3] and marks == [False, False, False] and hand == 2
     assert cache.check_and_add(2) is False        # 2 was evicted; hand at 3 -> evict 3
-    assert cache.set_state(0) == ([1, 4, 2], [False, False, False], 0)
+    assert ring_state(cache) == ([1, 4, 2], [False, False, False], 0)
     assert [cache.check_and_add(fp) for fp in (1, 4, 3)] == [True, True, False]
 
 
-def test_clock_new_entries_start_unmarked():
-    cache = make_cache("clock", 5)
+@pytest.mark.parametrize("policy", ["clock", "clock-sets"])
+def test_clock_new_entries_start_unmarked(policy):
+    cache = make_cache(policy, 5)
     cache.check_and_add(10)
-    assert cache.set_state(0)[1] == [False]
+    assert ring_state(cache)[1] == [False]
     cache.check_and_add(10)
-    assert cache.set_state(0)[1] == [True]
+    assert ring_state(cache)[1] == [True]
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 7, WAYS, WAYS + 1, 63, 64, 65, 1000])
+def test_clock_is_the_global_ring(capacity):
+    trace = locality_stream(3000 + 6 * capacity, seed=capacity, universe=3 * capacity + 5)
+    expected = textbook_clock(trace.tolist(), capacity)
+    assert make_cache("clock", capacity).check_and_add_many(trace).tolist() == expected
+    assert PyClockKernel(capacity).check_and_add_many(trace).tolist() == expected
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 7, WAYS])
-def test_clock_up_to_one_set_is_the_global_ring(capacity):
+def test_clock_sets_up_to_one_set_is_the_global_ring(capacity):
     trace = locality_stream(3000, seed=capacity, universe=3 * capacity + 5)
-    assert make_cache("clock", capacity).check_and_add_many(trace).tolist() == textbook_clock(trace.tolist(), capacity)
+    assert make_cache("clock-sets", capacity).check_and_add_many(trace).tolist() == \
+        textbook_clock(trace.tolist(), capacity)
 
 
 def test_clock_sets_partition_the_capacity():
     for capacity in (33, 100, 1000, BIG_CAPACITY + 3):
-        cache = make_cache("clock", capacity)
+        cache = make_cache("clock-sets", capacity)
         base, extra = divmod(capacity, cache.nsets)
         assert cache.nsets == -(-capacity // WAYS) and base + (extra > 0) <= WAYS
 
 
-def test_clock_fills_every_set_and_never_exceeds_capacity():
-    cache = make_cache("clock", 1000)
+@pytest.mark.parametrize("policy", ["clock", "clock-sets"])
+def test_clock_fills_and_never_exceeds_capacity(policy):
+    cache = make_cache(policy, 1000)
     cache.check_and_add_many(np.arange(50_000, dtype=np.uint64))
     assert cache.size == 1000 and len(cache.keys()) == 1000 and len(set(cache.keys())) == 1000
 
 
-def test_clock_memory_per_entry_at_2_18():
+@pytest.mark.parametrize("policy,most", [("clock-sets", MAX_CLOCK_SETS_BYTES_PER_ENTRY),
+                                         ("clock", MAX_CLOCK_BYTES_PER_ENTRY)])
+def test_clock_memory_per_entry_at_2_18(policy, most):
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        cache = make_cache("clock", BIG_CAPACITY)
+        cache = make_cache(policy, BIG_CAPACITY)
         traced = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     if cache.compiled:
-        assert cache.stats()["bytes_per_entry"] <= MAX_CLOCK_BYTES_PER_ENTRY
-        assert traced / BIG_CAPACITY <= MAX_CLOCK_BYTES_PER_ENTRY
+        assert cache.stats()["bytes_per_entry"] <= most
+        assert traced / BIG_CAPACITY <= most
         assert abs(traced - cache.memory_bytes()) < 1024  # self-reported memory is honest
 
 
@@ -329,8 +351,9 @@ def kernel_pairs():
     if NATIVE is None:
         return []
     return [
-        ("clock", lambda cap: NATIVE.ClockKernel(cap, WAYS), lambda cap: PyClockKernel(cap, WAYS)),
-        ("clock-8way", lambda cap: NATIVE.ClockKernel(cap, 8), lambda cap: PyClockKernel(cap, 8)),
+        ("clock", NATIVE.ClockKernel, PyClockKernel),
+        ("clock-sets", lambda cap: NATIVE.ClockSetsKernel(cap, WAYS), lambda cap: PyClockSetsKernel(cap, WAYS)),
+        ("clock-sets-8way", lambda cap: NATIVE.ClockSetsKernel(cap, 8), lambda cap: PyClockSetsKernel(cap, 8)),
         ("lru", NATIVE.LruKernel, PyLruKernel),
         ("random", lambda cap: NATIVE.RandomKernel(cap, 99), lambda cap: PyRandomKernel(cap, 99)),
         ("infinite", lambda cap: NATIVE.SetKernel(cap, True), lambda cap: PySetKernel(cap, True)),
@@ -354,7 +377,9 @@ def test_compiled_and_pure_kernels_agree(name, compiled, pure, capacity):
         assert sorted(fast.keys()) == sorted(slow.keys())
     else:
         assert fast.keys() == slow.keys()
-    if name.startswith("clock"):
+    if name == "clock":
+        assert fast.ring_state() == slow.ring_state()
+    if name.startswith("clock-sets"):
         assert all(fast.set_state(b) == slow.set_state(b) for b in range(fast.nsets))
 
 
@@ -380,7 +405,7 @@ def test_pure_python_fallback_end_to_end():
         "t = np.frombuffer(sys.stdin.buffer.read(), dtype=np.uint64)\n"
         "opts = {'random': {'seed': 4}, 'static': {'preload': top_k(t, 50)}, 'min': {'trace': t}}\n"
         "print(COMPILED)\n"
-        "for p in ('clock', 'lru', 'random', 'static', 'min', 'infinite'):\n"
+        "for p in ('clock', 'clock-sets', 'lru', 'random', 'static', 'min', 'infinite'):\n"
         "    c = make_cache(p, 50, **opts.get(p, {}))\n"
         "    print(p, c.compiled, np.packbits(c.check_and_add_many(t)).tobytes().hex())\n"
     )
@@ -388,7 +413,7 @@ def test_pure_python_fallback_end_to_end():
     out = subprocess.run([sys.executable, "-c", script], input=trace.tobytes(), env=env,
                          capture_output=True, check=True, timeout=60).stdout.decode().split("\n")
     assert out[0] == "False"
-    for line in out[1:7]:
+    for line in out[1:8]:
         policy, compiled, bits = line.split()
         assert compiled == "False"
         opts = {"random": {"seed": 4}, "static": {"preload": top_k(trace, 50)}, "min": {"trace": trace}}

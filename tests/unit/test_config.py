@@ -71,6 +71,7 @@ def test_design_example_keys_load(tmp_path):
     ("cluster: {partition: ring}", "cluster.partition", "'modulo', 'rendezvous'"),
     ("fetch: {allow_private_networks: yes please}", "fetch.allow_private_networks", "true or false"),
     ("due: {cache: {policy: min}}", "due.cache.policy", "offline only"),
+    ("splitter: {cache: {policy: lfu}}", "splitter.cache.policy", "expected one of clock, clock-sets, lru"),
     ("crawl: {seeds: [ftp://x]}", "crawl.seeds[0]", "http(s) URL"),
     ("fetch: {dns: {overrides: {a.test: nowhere}}}", "fetch.dns.overrides.a.test", "an IP address"),
     ("cluster: {nodes: [{id: 0}, {id: 2}]}", "cluster.nodes", "0..1"),
@@ -111,3 +112,17 @@ def test_reference_docs_and_example_are_generated_from_schema():
     assert (REPO / "docs" / "configuration.md").read_text() == render_markdown()
     assert (REPO / "config" / "example.yaml").read_text() == render_example()
     assert from_dict(yaml.safe_load(render_example())) == Config()
+
+
+def test_both_clocks_are_known_to_registry_config_and_replay(tmp_path):
+    """`clock` (the paper's exact ring) and `clock-sets` (the set-associative default) by name, everywhere."""
+    from crawler.cache import DEFAULT_POLICY, ONLINE_POLICIES, PAPER_POLICIES, POLICIES, cache_from_config
+    from crawler.replay.simulate import ReplayOptions
+
+    assert {"clock", "clock-sets"} <= set(POLICIES) & set(ONLINE_POLICIES) & set(PAPER_POLICIES)
+    assert {"clock", "clock-sets"} <= set(ReplayOptions().policies)
+    assert Config().splitter.cache.policy == Config().due.cache.policy == DEFAULT_POLICY == "clock-sets"
+    for name in ("clock", "clock-sets"):
+        config = load(write(tmp_path, f"splitter: {{cache: {{policy: {name}, size: 64}}}}"))
+        cache = cache_from_config(config.splitter.cache)
+        assert cache.name == name and type(cache) is POLICIES[name]

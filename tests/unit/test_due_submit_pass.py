@@ -22,7 +22,7 @@ from crawler.due.journal import SubmitJournal
 
 compiled = pytest.mark.skipif(not submit_pass.COMPILED, reason="the compiled extension is not built")
 WINDOW_BYTES = 1 << 16
-POLICIES = [("clock", {}), ("lru", {}), ("random", {"seed": 3}),
+POLICIES = [("clock", {}), ("clock-sets", {}), ("lru", {}), ("random", {"seed": 3}),
             ("static", {"preload": np.array([fp_of(i) for i in range(0, 400, 7)], dtype=np.uint64)})]
 
 
@@ -85,7 +85,7 @@ def test_compiled_and_python_kernels_agree(policy: str, options: dict) -> None:
 def test_any_cache_object_works_through_its_batch_call() -> None:
     """A cache the kernel does not know (here the pure-Python CLOCK) is asked through check_and_add_many."""
     native = Side(make_cache("clock", 64))
-    other = Side(PyClockKernel(64, 32))
+    other = Side(PyClockKernel(64))
     for fps, urls in batches(seed=9, count=40):
         assert other.submit(submit_pass.submit, fps, urls) == native.submit(submit_pass.submit, fps, urls)
     assert native.window == other.window and native.urls == other.urls

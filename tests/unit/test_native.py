@@ -39,11 +39,13 @@ def test_a_built_extension_is_loaded() -> None:
 def test_every_module_picks_the_compiled_kernels() -> None:
     from crawler.cache import COMPILED
     from crawler.cache.clock import ClockCache
+    from crawler.cache.clock_sets import ClockSetsCache
     from crawler.due import front, merge_pass, submit_pass
     from crawler.splitter import owner_pass
 
     assert COMPILED and submit_pass.COMPILED and front.COMPILED and merge_pass.COMPILED and owner_pass.COMPILED
     assert isinstance(ClockCache(64), NATIVE.ClockKernel)
+    assert isinstance(ClockSetsCache(64), NATIVE.ClockSetsKernel)
 
 
 @needs_build

@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 
 from crawler._native import NATIVE
-from crawler.cache.clock import WAYS
+from crawler.cache.clock_sets import WAYS
 from crawler.config import Config
 from crawler.parse import ContentSeen
 
@@ -50,7 +50,7 @@ def test_memory_is_flat_after_ten_times_capacity():
     assert seen.size == capacity
     assert seen.memory_bytes() == before
     assert grown < 4096                                   # nothing allocated per insert
-    assert before / capacity < 8.5                        # 8 bytes of key, a few bits of CLOCK state
+    assert before / capacity < 8.5                        # 8 bytes of key, a few bits of CLOCK-SETS state
 
 
 @compiled_only
@@ -73,7 +73,7 @@ def test_a_duplicate_is_seen_and_counted():
     assert seen.check_and_add(0)
     assert (seen.size, seen.hits) == (2, 3)
     stats = seen.stats()
-    assert stats["capacity"] == 100 and stats["misses"] == 2 and stats["policy"] == "clock"
+    assert stats["capacity"] == 100 and stats["misses"] == 2 and stats["policy"] == "clock-sets"
 
 
 def test_a_body_that_comes_back_outlives_one_seen_once():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from tests.support.replay import NODES, locality_trace, lru_misses, static_misses, write_node_log
 
+from crawler.cache import PAPER_POLICIES
 from crawler.replay.cli import main, parse_sizes
 from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import RESULT_COLUMNS
@@ -59,7 +60,7 @@ def test_end_to_end_on_logs(logged_crawl, tmp_path, capsys):
                  "--over-time", "1500", "--quiet", "--jobs", "1"])
     assert code == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert line["out"] == str(out) and line["rows"] == 2 * 6 * 15
+    assert line["out"] == str(out) and line["rows"] == 2 * len(PAPER_POLICIES) * 15
     rows = read_csv(out / "results.csv")
     assert tuple(rows[0]) == RESULT_COLUMNS
     assert {r["trace"] for r in rows} == {"full", "cross"}
@@ -80,8 +81,8 @@ def test_end_to_end_on_logs(logged_crawl, tmp_path, capsys):
         assert row["relative_to_min"] != ""
     over_time = read_csv(out / "over_time.csv")
     # 6000 requests per node in windows of 1500; the cross trace is shorter.
-    assert sum(r["trace"] == "full" for r in over_time) == 6 * 15 * 4
-    assert 0 < sum(r["trace"] == "cross" for r in over_time) < 6 * 15 * 4
+    assert sum(r["trace"] == "full" for r in over_time) == len(PAPER_POLICIES) * 15 * 4
+    assert 0 < sum(r["trace"] == "cross" for r in over_time) < len(PAPER_POLICIES) * 15 * 4
     assert sum(int(r["misses"]) for r in over_time if (r["trace"], r["policy"], r["size"]) == ("full", "lru", "64")) \
         == int(next(r["misses"] for r in rows if (r["trace"], r["policy"], r["size"]) == ("full", "lru", "64")))
     for name in ("miss_rate", "relative", "per_thread", "over_time"):

@@ -39,9 +39,11 @@ def test_static_and_infinite_reference():
     assert static_misses([5, 5, 3, 3, 9], 1) == 3  # a tie goes to the smaller fingerprint
 
 
-def test_clock_reference_matches_the_cache_up_to_one_set():
+def test_clock_reference_matches_the_caches():
     trace = [int(x) for x in locality_trace(3000, 1)]
     for capacity in (1, 2, 7, 32):
+        assert clock_ring_misses(trace, capacity) == single_call_misses("clock-sets", trace, capacity)
+    for capacity in (1, 2, 7, 32, 33, 100, 1000):
         assert clock_ring_misses(trace, capacity) == single_call_misses("clock", trace, capacity)
 
 

@@ -122,21 +122,21 @@ def test_min_saturation_leaves_only_cold_misses(trace):
     assert saturation <= cold + 1
 
 
-def test_clock_never_evicts_is_exact_when_it_says_so():
+def test_clock_sets_never_evicts_is_exact_when_it_says_so():
     fired = 0
     for seed in range(60):
         trace = random_trace(int(200 + 20 * seed), seed, distinct=int(5 + 7 * seed))
         mixed = stack.distinct_mixed(stack.grouped_order(trace)[1])
         assert len(mixed) == len(np.unique(trace))
         for capacity in (1, 31, 32, 33, 64, 100, 256, 1000, 4096):
-            if stack.clock_never_evicts(mixed, capacity):
+            if stack.clock_sets_never_evicts(mixed, capacity):
                 fired += 1
-                cache = make_cache("clock", capacity)
+                cache = make_cache("clock-sets", capacity)
                 cache.check_and_add_many(trace)
                 assert cache.misses == len(mixed), (seed, capacity)
             elif capacity >= len(mixed):
                 # Some set is asked for more than its ways: the cache must evict at least once.
-                cache = make_cache("clock", capacity)
+                cache = make_cache("clock-sets", capacity)
                 cache.check_and_add_many(np.unique(trace))
                 assert cache.size < len(mixed)
     assert fired > 100
