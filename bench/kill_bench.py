@@ -184,13 +184,20 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=4)
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", metavar="DIR", help="run in DIR/kill-bench-N and keep it (web log, crawl logs, "
+                                                      "node output) to look into a failure")
     add_kernels_option(parser)
     args = parser.parse_args()
     check_kernels(args)
     out = []
     for nodes in args.nodes or [1, 3]:
-        with tempfile.TemporaryDirectory(prefix=f"kill-bench-{nodes}-") as tmp:
-            figures = run(nodes, args, Path(tmp))
+        if args.keep:
+            kept = Path(args.keep) / f"kill-bench-{nodes}"
+            kept.mkdir(parents=True, exist_ok=False)
+            figures = run(nodes, args, kept)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"kill-bench-{nodes}-") as tmp:
+                figures = run(nodes, args, Path(tmp))
         out.append(figures)
         print(f"{nodes} node(s): {figures['kills']} kills, {figures['resumes']} resumes; "
               f"recall {figures['recall']:.5f} "
