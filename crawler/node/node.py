@@ -118,7 +118,9 @@ class Node:
         self.peers: PeerNetwork | None = None
         self.termination: Termination | None = None
         self.frontier = Frontier(c.frontier, c.workers, directory=self.data_dir / "frontier",
-                                 per_ip=c.politeness.per_ip, max_delay_s=c.politeness.max_delay_s)
+                                 per_ip=c.politeness.per_ip,
+                                 # the longest delay a response can earn: Node.delay_for caps at this
+                                 max_delay_s=max(c.politeness.max_delay_s, c.politeness.min_delay_s))
         self.frontier.on_storage_error = self.storage_failed
         self.scorer = self._scorer()
         self.visitor = Visitor(self)
