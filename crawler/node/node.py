@@ -119,7 +119,7 @@ class Node:
         self.termination: Termination | None = None
         self.frontier = Frontier(c.frontier, c.workers, directory=self.data_dir / "frontier",
                                  per_ip=c.politeness.per_ip,
-                                 # the longest delay a response can earn: Node.delay_for caps at this
+                                 # the longest delay a response can earn: Visitor.delay_for caps at this
                                  max_delay_s=max(c.politeness.max_delay_s, c.politeness.min_delay_s))
         self.frontier.on_storage_error = self.storage_failed
         self.scorer = self._scorer()
