@@ -119,7 +119,8 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
             pids[-1] = next(iter(launchers))
             for node, pid in pids.items():       # each node names itself (ps -o comm, top)
                 if node >= 0:
-                    assert Path(f"/proc/{pid}/comm").read_text().strip() == f"crawler-node-{node}"
+                    # The launcher says `started` right after the fork; the child names itself next.
+                    assert comm_becomes(pid, f"crawler-node-{node}"), Path(f"/proc/{pid}/comm").read_text()
             wait_pages(web, 20, proc)
             proc.kill()
             proc.wait()
@@ -132,6 +133,16 @@ def test_nodes_do_not_outlive_a_killed_supervisor(tmp_path):
                 if alive(pid):
                     os.kill(pid, signal.SIGKILL)
     assert not left, f"nodes (or their launcher, -1) still running after their supervisor died: {pids}, {left}"
+
+
+def comm_becomes(pid: int, name: str) -> bool:
+    """Whether the process takes `name` (its /proc comm) within START_TIMEOUT_S."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+            return True
+        time.sleep(POLL_S)
+    return False
 
 
 def parent_of(pid: int) -> int:
