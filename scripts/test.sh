@@ -51,4 +51,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-exec python3 -m pytest -q -p no:cacheprovider "${fast[@]}" "$@"
+exec python3 -m pytest -q -p no:cacheprovider --durations=15 "${fast[@]}" "$@"

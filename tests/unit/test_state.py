@@ -232,13 +232,14 @@ async def test_robots_restore_drops_expired_and_keeps_the_bound(tmp_path, robots
 async def test_robots_error_failures_carry_over_a_restart(tmp_path, robots_site, make_robots):
     port, hits = robots_site
     store = StateStore(tmp_path)
+    expires_at = time.time() + 1.0      # room for a loaded machine to restore and look it up before it expires
     store.write("robots", 1, [{"origin": origin("broken", port), "source": ERROR, "failures": 2,
-                               "expires_at": time.time() + 0.2}])
+                               "expires_at": expires_at}])
     cache = make_robots()
     cache.restore(store)
     rules, made = await cache.fetch(origin("broken", port))
     assert made == [] and rules.failures == 2
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(max(0.0, expires_at - time.time()) + 0.05)
     assert cache.lookup(origin("broken", port)) is None                # expired: fetch again
     rules, made = await cache.fetch(origin("broken", port))
     assert len(made) == 1 and rules.source == ERROR and rules.failures == 3
