@@ -77,6 +77,12 @@ def _cmd_status(argv: list[str]) -> int:
     return status_main(argv)
 
 
+def _cmd_ctl(argv: list[str]) -> int:
+    from crawler.control.client import main as ctl_main
+
+    return ctl_main(argv)
+
+
 def _cmd_replay(argv: list[str]) -> int:
     from crawler.replay.cli import main as replay_main
 
@@ -90,7 +96,8 @@ def _cmd_synth(argv: list[str]) -> int:
 
 
 # Commands with parsers of their own: the rest of the line is handed over untouched.
-_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "replay": _cmd_replay, "synth": _cmd_synth}
+_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "ctl": _cmd_ctl, "replay": _cmd_replay,
+                 "synth": _cmd_synth}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("testweb", help="serve the synthetic test web (see `crawler testweb --help`)", add_help=False)
     sub.add_parser("status", help="one table of every node's /metrics (see `crawler status --help`)", add_help=False)
+    sub.add_parser("ctl", help="control a running cluster: pause, resume, seeds add, block, delay, stop, status "
+                               "(see `crawler ctl --help`)", add_help=False)
     sub.add_parser("replay", help="simulate URL cache policies over logged splitter streams "
                                   "(see `crawler replay --help`)", add_help=False)
     sub.add_parser("synth", help="write a URL stream from the paper's model of crawling threads, for replay "

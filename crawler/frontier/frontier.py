@@ -90,6 +90,12 @@ class Frontier(FrontierCheckpoints):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self._stopped = False
+        self._paused = False             # an operator's pause (crawler/control): nothing is handed out
+        # An operator's per-host least delay (crawler/control), read at every release; None: none set.
+        self.min_delay_of: Callable[[str], float] | None = None
+        # Whether a URL a worker held may not go back to its host's queue (an operator blocked the host
+        # meanwhile); None: every one goes back.
+        self.refuse: Callable[[str], bool] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # Durability.
         self.directory = Path(directory) if directory is not None else None
@@ -166,6 +172,9 @@ class Frontier(FrontierCheckpoints):
         """Put the URL a worker holds back at the head of its host's queue: it is fetched next."""
         h = self._hosts[host]
         assert h.state == BUSY, host
+        if self.refuse is not None and self.refuse(host):
+            h.inflight = None
+            return
         seq, quality, held = h.inflight if h.inflight is not None and h.inflight[2] == url else (self._seq, 0.0, url)
         h.inflight = None
         heapq.heappush(h.head, (FIRST, seq, quality, url))
@@ -214,6 +223,8 @@ class Frontier(FrontierCheckpoints):
 
     def _pick(self) -> tuple[str, str] | None:
         """The best ready host's next URL, the host now BUSY; None when no host may go now."""
+        if self._paused:
+            return None
         now = self._now()
         self._promote(now)
         ready, hosts = self._ready, self._hosts
@@ -325,6 +336,8 @@ class Frontier(FrontierCheckpoints):
         """
         h = self._hosts[host]
         now = self._now()
+        if self.min_delay_of is not None:
+            delay_s = max(delay_s, self.min_delay_of(host))
         ready_at = now + delay_s
         if ready_at > h.ready_at:
             h.ready_at = ready_at
@@ -394,7 +407,7 @@ class Frontier(FrontierCheckpoints):
                 self.requeue(*item)                  # stops the node, which stops us (and wakes the waiters)
                 return
             waiters.popleft().set_result(item)       # nothing else runs between the check and this
-        if self._waiting:
+        if self._waiting and not self._paused:       # paused: resume() dispatches (no timer spinning)
             self._arm(self._waiting[0][0])
 
     def _arm(self, at: float) -> None:
@@ -426,6 +439,45 @@ class Frontier(FrontierCheckpoints):
             fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
+
+    def pause(self) -> None:
+        """Hand out nothing until `resume` (an operator's pause); the URLs held by workers finish."""
+        self._paused = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = float("inf")
+
+    def resume(self) -> None:
+        """Hand out again: waiting workers get the hosts whose time has come."""
+        self._paused = False
+        if self._loop is not None:
+            self._dispatch()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def drop_hosts(self, match: Callable[[str], bool]) -> int:
+        """Remove every queued URL of the hosts `match` names (an operator blocked them); returns how
+        many. A URL in flight finishes. Not journaled: after a crash the journal brings them back, and
+        the owner drops them again at start (crawler/control), counting them again as the totals of
+        the last checkpoint did not count them yet."""
+        dropped = 0
+        for h in self._hosts.values():
+            if not h.queued or not match(h.name):
+                continue
+            for ref in h.chunks:
+                self._store.release(ref)
+            self._ram -= len(h.head) + len(h.tail)
+            self.queued -= h.queued
+            self._nonempty -= 1
+            dropped += h.queued
+            h.head, h.tail, h.chunks = [], [], deque()
+            h.queued, h.qsum, h.tail_qmax = 0, 0.0, 0.0
+            if h.state != BUSY:                       # a busy host is emptied at its release
+                self._emptied(h)
+        return dropped
 
     # --- spilling ---------------------------------------------------------------------------------
     def _spill(self) -> None:

@@ -1,6 +1,9 @@
-"""The /metrics (and /healthz) endpoint, on the node's event loop."""
+"""The /metrics (and /healthz) endpoint, on the node's event loop; other parts may add routes (the
+control endpoint, crawler/control/server.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -9,8 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 class MetricsServer:
     """Serves one registry; `port` is the bound port (useful when configured as 0)."""
 
-    def __init__(self, registry: CollectorRegistry, bind: str, port: int) -> None:
+    def __init__(self, registry: CollectorRegistry, bind: str, port: int,
+                 routes: Iterable[web.RouteDef] = ()) -> None:
         self.registry = registry
+        self.routes = list(routes)
         self.bind = bind
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -19,6 +24,7 @@ class MetricsServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._health)
+        app.add_routes(self.routes)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)

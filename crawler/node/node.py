@@ -50,6 +50,8 @@ from crawler._native import COMPILED, KERNELS, kernels_line
 from crawler.cache import Cache, cache_from_config
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
+from crawler.control.controller import Control
+from crawler.control.server import routes as control_routes
 from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
@@ -128,6 +130,7 @@ class Node:
         self.registry.register(NodeCollector(self.metrics_snapshot))
         register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
         self.records = Records(self.counters, self.registry)
+        self.control = Control(self)                 # crawler ctl: pause, seeds, blocks, delays (crawler/control)
         self.lookups = PromptLookups(self, self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
@@ -146,7 +149,7 @@ class Node:
         if self.peers is not None:
             parts.append(PeerSpoolState(self.peers))
         parts += [p for p in (self.robots, self.resolver) if p is not None]
-        parts.append(CrawlTotals(self))
+        parts += [self.control.part, CrawlTotals(self)]
         return parts
 
     def _scorer(self) -> InlinkScorer | OracleScorer | None:
@@ -166,7 +169,7 @@ class Node:
         """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
         if self.storage_error:
             return              # state can no longer be written: the DUE must not call these URLs seen
-        urls = self.filter.filter(urls)
+        urls = self.control.admit(self.filter.filter(urls))
         if not urls:
             return
         fps, urls = await self.splitter.route(urls, fingerprints(urls))
@@ -203,6 +206,7 @@ class Node:
 
     def enqueue(self, urls: list[str]) -> None:
         """New URLs (from the DUE) into the frontier, with their quality when a policy uses it."""
+        urls = self.control.admit(urls)              # a peer's batch may predate a block
         admit = self.budget.admit
         scorer = self.scorer
         if scorer is None:
@@ -293,8 +297,8 @@ class Node:
 
     def idle(self) -> bool:
         """No work here: nothing queued or in flight, nothing pending in splitter, DUE or peer links."""
-        if self.inflight or self.due.pending or self.splitter.pending:
-            return False
+        if self.inflight or self.due.pending or self.splitter.pending or self.control.paused:
+            return False                             # a paused crawl is not done (crawler ctl pause)
         if not self.limited and not self.frontier.idle():
             return False
         return self.peers is None or self.peers.idle()
@@ -343,9 +347,11 @@ class Node:
         self.parts = self._state_parts()
         if self.resuming:
             restore_all(self.parts, self.state)
+        self.control.start()
         self.records.open(c, self.data_dir, self.node_id)
         if c.metrics.enabled:
-            self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port)
+            self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port,
+                                                routes=control_routes(self.control))
             await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
                                self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)
@@ -439,8 +445,9 @@ class Node:
                 log.warning("node %d: resumed: %d URLs queued on %d hosts, %d fetches were in flight, "
                             "%d done but unconfirmed", self.node_id, self.frontier.queued, self.frontier.active_hosts,
                             counts.resumed_inflight, counts.resumed_unconfirmed)
-            else:
-                await add_seeds(self)
+            # Every start offers all seeds: the DUE drops those the crawl has seen, so seeds added to
+            # the config or the seeds file while the crawl was stopped are taken, and only those.
+            await add_seeds(self)
             self.dir.write_state(finished=False)
             workers = self._workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
                                        for i in range(self.config.workers)]

@@ -72,6 +72,7 @@ class Report:
             "cpu_s": round(time.process_time() - self.cpu0, 3),
             "cpu_phases_s": self._cpu_phases(),
             "pages_per_s": round(run_pages / duration, 2) if duration > 0 else 0.0,
+            "control": node.control.summary(),
         }
 
     def _cpu_phases(self) -> dict:

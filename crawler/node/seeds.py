@@ -34,7 +34,9 @@ def read_seeds(crawl: CrawlConfig, node_id: int) -> list[str]:
 
 
 async def add_seeds(node: Node) -> None:
-    """Every node reads the whole seed list and keeps the seeds it owns (into its DUE)."""
+    """Every node reads the whole seed list and keeps the seeds it owns (into its DUE). At every start, a
+    resumed crawl's too: the DUE drops the seeds seen before, so only those added to the config or the
+    seeds file while the crawl was stopped are new (a large seeds file costs one DUE pass at start)."""
     seeds = node.filter.filter(read_seeds(node.config.crawl, node.node_id))
     owner = node.partitioner.owner
     mine = [u for u in seeds if owner(host_of(u)) == node.node_id]
