@@ -8,9 +8,10 @@ followed had it been found at hop m - 1 or less. So, at the owner node:
 
 - a URL refused for hops is not offered to the DUE (never marked seen): a
   nearer path brings it back as a new URL;
-- a URL queued at hop m (`nearest`, fingerprint -> smallest hop count seen):
-  an arrival of the same URL at a smaller count lowers it, and the page is
-  fetched with that smaller count (`settle`);
+- a URL queued at hop m (`nearest`, fingerprint -> smallest hop count seen
+  and the page that linked it there): an arrival of the same URL at a
+  smaller count lowers it, and the page is fetched with that smaller count
+  and referrer (`settle`);
 - a page fetched at hop m whose links were cut (`cut`, fingerprint -> hop
   count, seed and the cut links): an arrival at a smaller count sends those
   links on again, at that count + 1, through filter, splitter and DUE, and
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from typing import cast
 
 from crawler.state import CacheState, StateStore
-from crawler.urls.lineage import Lineage
+from crawler.urls.lineage import NO_FP, Lineage
 
 STATE_VERSION = 1
 Cut = tuple[int, int, list[str]]          # (hops, seed fp, the links cut) of one fetched page
@@ -53,7 +54,7 @@ class NearerPaths(CacheState):
         self.memory_urls = memory_urls
         self.memory_links = memory_links
         self.seed_fps = seed_fps
-        self.nearest: dict[int, int] = {}
+        self.nearest: dict[int, tuple[int, int]] = {}     # fp -> (smallest hops, the page linking it there)
         self.cut: dict[int, Cut] = {}
         self.cut_links = 0
         self.lowered = 0            # queued URLs whose hop count a nearer path lowered
@@ -67,22 +68,23 @@ class NearerPaths(CacheState):
     def active(self) -> bool:
         return self.max_hops is not None
 
-    def arrivals(self, fps: Iterable[int], hops: Iterable[int]) -> list[tuple[list[str], Lineage]]:
-        """Note URLs about to be offered to the DUE; returns the cut links to send on again, each group
-        with its lineage (hop count, seed, the page that holds them)."""
+    def arrivals(self, fps: Iterable[int], hops: Iterable[int], vias: Iterable[int]
+                 ) -> list[tuple[list[str], Lineage]]:
+        """Note URLs about to be offered to the DUE (each with its hop count and referring page); returns
+        the cut links to send on again, each group with its lineage (hop count, seed, the page holding them)."""
         limit = self.max_hops
         if limit is None:
             return []
         nearest, cut = self.nearest, self.cut
         resend: list[tuple[list[str], Lineage]] = []
-        for fp, h in zip(fps, hops):
+        for fp, h, via in zip(fps, hops, vias):
             if h >= limit:
                 if h == limit and fp not in nearest:
-                    self._remember(fp, h)
+                    self._remember(fp, h, via)
                 continue
             known = nearest.get(fp)
-            if known is not None and h < known:
-                nearest[fp] = h
+            if known is not None and h < known[0]:
+                nearest[fp] = (h, via)
                 self.lowered += 1
                 self._changes += 1
             entry = cut.pop(fp, None) if cut else None
@@ -94,17 +96,17 @@ class NearerPaths(CacheState):
                 resend.append((links, Lineage(h + 1, entry[1], fp)))
         return resend
 
-    def settle(self, fp: int, hops: int) -> int:
-        """The hop count a page is fetched at: a seed's 0, or the smallest count any path brought; the page
-        leaves `nearest` (its links are about to be sent on or cut)."""
+    def settle(self, fp: int, lineage: Lineage) -> Lineage:
+        """The lineage a page is fetched with: a seed's hop 0, or the smallest count any path brought (and
+        that path's referrer); the page leaves `nearest` (its links are about to be sent on or cut)."""
         if fp in self.seed_fps:
-            hops = 0
+            lineage = Lineage(0, fp, NO_FP)
         known = self.nearest.pop(fp, None)
         if known is not None:
             self._changes += 1
-            if known < hops:
-                return known
-        return hops
+            if known[0] < lineage.hops:
+                return lineage._replace(hops=known[0], via=known[1])
+        return lineage
 
     def remember_cut(self, fp: int, hops: int, seed: int, links: list[str]) -> None:
         """A page fetched at `hops` had `links` cut for hops: keep them for a nearer path."""
@@ -123,14 +125,14 @@ class NearerPaths(CacheState):
         self.cut_links += len(links)
         self._changes += 1
 
-    def _remember(self, fp: int, hops: int) -> None:
+    def _remember(self, fp: int, hops: int, via: int) -> None:
         if not self.memory_urls:
             self.forgotten_urls += 1
             return
         if len(self.nearest) >= self.memory_urls:
             del self.nearest[next(iter(self.nearest))]
             self.forgotten_urls += 1
-        self.nearest[fp] = hops
+        self.nearest[fp] = (hops, via)
         self._changes += 1
 
     def stats(self) -> dict:
@@ -145,9 +147,9 @@ class NearerPaths(CacheState):
 
     @staticmethod
     def _records(snapshot: object) -> Iterator[dict]:
-        nearest, cut = cast(tuple[dict[int, int], dict[int, Cut]], snapshot)
-        for fp, hops in nearest.items():
-            yield {"fp": f"{fp:x}", "hops": hops}
+        nearest, cut = cast(tuple[dict[int, tuple[int, int]], dict[int, Cut]], snapshot)
+        for fp, (hops, via) in nearest.items():
+            yield {"fp": f"{fp:x}", "hops": hops, "via": f"{via:x}"}
         for fp, (hops, seed, links) in cut.items():
             yield {"fp": f"{fp:x}", "hops": hops, "seed": f"{seed:x}", "links": links}
 
@@ -156,7 +158,7 @@ class NearerPaths(CacheState):
         records = store.read(self.name, STATE_VERSION)
         if not records:
             return
-        nearest: dict[int, int] = {}
+        nearest: dict[int, tuple[int, int]] = {}
         cut: dict[int, Cut] = {}
         for r in records:
             fp, hops = int(r["fp"], 16), int(r["hops"])
@@ -166,7 +168,7 @@ class NearerPaths(CacheState):
                     raise ValueError(f"links of {r['fp']} are not a list of URLs")
                 cut[fp] = (hops, int(r["seed"], 16), links)
             else:
-                nearest[fp] = hops
+                nearest[fp] = (hops, int(r["via"], 16))
         self.nearest, self.cut = nearest, cut
         self.cut_links = sum(len(c[2]) for c in cut.values())
         self._changes = self._saved_changes = 0

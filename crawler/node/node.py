@@ -71,7 +71,7 @@ from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
 from crawler.urls import fingerprints, host_of
-from crawler.urls.lineage import NO_FP, UNKNOWN, Lineage, bare, bare_all, split, tag_all
+from crawler.urls.lineage import NO_FP, UNKNOWN, Lineage, bare, bare_all, hops_and_vias, tag_all
 
 log = logging.getLogger("crawler.node")
 
@@ -194,7 +194,8 @@ class Node:
         if urls:
             if self.scorer is not None:
                 self.scorer.count(fps)
-            resend = self.nearer.arrivals(fps.tolist(), [hops] * len(urls)) if self.nearer.active else []
+            resend = (self.nearer.arrivals(fps.tolist(), [hops] * len(urls), [via] * len(urls))
+                      if self.nearer.active else [])
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)
@@ -218,7 +219,7 @@ class Node:
         try:
             buffered = self.due.buffered
             if self.nearer.active:
-                resend = self.nearer.arrivals(fps.tolist(), [split(u)[1].hops for u in urls])
+                resend = self.nearer.arrivals(fps.tolist(), *hops_and_vias(urls))
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)

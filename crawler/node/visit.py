@@ -133,9 +133,9 @@ class Visitor:
         content_fp = content_fingerprint(result.body) if result.body and result.status else None
         links, failure, truncated = await self.links_of(result, content_fp)
         page_fp = fingerprint(url)
-        if links and node.nearer.active:
-            # The smallest hop count any path brought (a nearer path found while the URL was queued).
-            lineage = lineage._replace(hops=node.nearer.settle(page_fp, lineage.hops))
+        if links:
+            # A seed is at hop 0 whatever path reached it; else the smallest hop count any path brought.
+            lineage = node.nearer.settle(page_fp, lineage)
         node.records.record(result, "page", len(links), failure, content_fp, truncated, lineage)
         if links:
             buffered = node.due.buffered

@@ -60,6 +60,21 @@ def bare_all(items: list[str]) -> list[str]:
     return [item.partition(SEP)[0] for item in items]
 
 
+def hops_and_vias(items: list[str]) -> tuple[list[int], list[int]]:
+    """Hop counts and referrers of a peer's batch (hot path with `scope.max_hops`: no Lineage per URL);
+    an untagged or malformed string counts as hop 0, referrer unknown."""
+    hops, vias = [], []
+    for item in items:
+        parts = item.split(SEP)
+        try:
+            h, v = int(parts[1]), int(parts[3], 16)
+        except (ValueError, IndexError):
+            h, v = 0, NO_FP
+        hops.append(h)
+        vias.append(v)
+    return hops, vias
+
+
 def split(item: str) -> tuple[str, Lineage]:
     """(URL, lineage) of a tagged string; an untagged or malformed tag reads as `UNKNOWN`."""
     url, sep, rest = item.partition(SEP)

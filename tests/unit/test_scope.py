@@ -98,27 +98,27 @@ def test_lineage_tags_round_trip_and_bare_strings_read_as_unknown():
 def test_a_page_cut_at_the_limit_has_its_links_sent_again_when_found_nearer():
     near = NearerPaths(2, 100, 100)
     page = fingerprint("http://a.test/p")
-    assert near.arrivals([page], [2]) == []                 # queued at the boundary
-    assert near.settle(page, 2) == 2                        # fetched there: its links are cut
+    assert near.arrivals([page], [2], [11]) == []           # queued at the boundary
+    assert near.settle(page, Lineage(2, 7, 11)) == Lineage(2, 7, 11)    # fetched there: its links are cut
     near.remember_cut(page, 2, 7, ["http://a.test/l1", "http://a.test/l2"])
-    assert near.arrivals([page], [2]) == []                 # the same distance again: nothing changes
-    assert near.arrivals([page], [1]) == [(["http://a.test/l1", "http://a.test/l2"], Lineage(2, 7, page))]
-    assert near.arrivals([page], [0]) == [] and near.cut_links == 0     # sent once
+    assert near.arrivals([page], [2], [12]) == []           # the same distance again: nothing changes
+    assert near.arrivals([page], [1], [13]) == [(["http://a.test/l1", "http://a.test/l2"], Lineage(2, 7, page))]
+    assert near.arrivals([page], [0], [14]) == [] and near.cut_links == 0     # sent once
 
 
 def test_a_nearer_path_while_queued_lowers_the_fetch_distance_and_seeds_are_at_zero():
     seed = fingerprint("http://s.test/")
     near = NearerPaths(2, 100, 100, frozenset({seed}))
     page = fingerprint("http://a.test/p")
-    near.arrivals([page], [2])
-    near.arrivals([page], [1])
-    assert near.settle(page, 2) == 1 and near.lowered == 1
-    assert near.settle(seed, 1) == 0
+    near.arrivals([page], [2], [21])
+    near.arrivals([page], [1], [22])
+    assert near.settle(page, Lineage(2, 5, 21)) == Lineage(1, 5, 22) and near.lowered == 1
+    assert near.settle(seed, Lineage(1, 5, 21)) == Lineage(0, seed, 0)
 
 
 def test_memory_is_bounded_oldest_forgotten_first():
     near = NearerPaths(1, 2, 3)
-    near.arrivals([1, 2, 3], [1, 1, 1])
+    near.arrivals([1, 2, 3], [1, 1, 1], [0, 0, 0])
     assert list(near.nearest) == [2, 3] and near.forgotten_urls == 1
     near.remember_cut(10, 1, 0, ["u1", "u2"])
     near.remember_cut(11, 1, 0, ["u3", "u4"])
@@ -139,14 +139,14 @@ def test_links_cut_are_sent_on_at_the_smallest_distance_seen(arrivals):
     best: dict[int, int] = {}
     resent: dict[int, int] = {}
     for page, hops in arrivals:
-        got = near.arrivals([page], [hops])
+        got = near.arrivals([page], [hops], [0])
         for links, lineage in got:
             assert page not in resent and links == [f"l{page}"] and lineage.via == page
             resent[page] = lineage.hops
         if hops <= limit:
             best[page] = min(best.get(page, hops), hops)
         if page not in first and hops <= limit:             # the DUE lets the first arrival through: fetch it
-            first[page] = near.settle(page, hops)
+            first[page] = near.settle(page, Lineage(hops, 0, 0)).hops
             if first[page] == limit:
                 near.remember_cut(page, limit, 0, [f"l{page}"])
     for page, fetched_at in first.items():
@@ -170,7 +170,7 @@ def best_after_fetch(arrivals, page, limit):
 
 def test_the_memory_survives_a_save_and_restore(tmp_path):
     near = NearerPaths(2, 100, 100)
-    near.arrivals([5, 6], [2, 2])
+    near.arrivals([5, 6], [2, 2], [7, 8])
     near.remember_cut(9, 2, 2**64 - 1, ["http://a.test/x"])
     store = StateStore(tmp_path)
     asyncio.run(near.save(store))
