@@ -73,8 +73,8 @@ class SeedConfig:
 
 @dataclass
 class CrawlConfig:
-    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed); relative to the config "
-                                      "file.")
+    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed; 'URL scope=SCOPE' gives "
+                                      "a seed's scope, docs/scope.md); relative to the config file.")
     seeds: list[str | SeedConfig] = _f([], "Seed URLs given inline: a URL, or {url: URL, scope: SCOPE} with SCOPE "
                                            "host, domain, prefix or any (docs/scope.md).")
     data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; "
