@@ -58,6 +58,9 @@ def test_max_hops_and_exclude_fetch_exactly_the_manifest_within_the_hops(web, tm
     assert len(pages) == len(set(pages))                                           # nothing fetched twice
     assert set(pages) == expected, (sorted(set(pages) - expected)[:5], sorted(expected - set(pages))[:5])
     assert summaries[-1]["stop"] == ["done"]
+    nodes = summaries[:-1]
+    assert sum(s["filter_rejected_by_reason"].get("hops", 0) for s in nodes) > 0
+    assert sum(s["filter_rejected_by_reason"].get("exclude", 0) for s in nodes) > 0
     records = [r for i in range(NODES) for r in crawl_log(tmp_path / "data" / f"node-{i}" / "crawl.log.jsonl")
                if r["kind"] == "page"]
     by_url = {r["url"]: r for r in records}
@@ -80,4 +83,4 @@ def test_a_seed_of_scope_host_leads_to_no_other_host(web, tmp_path):
     assert links_out                                   # the seed's own page links to other hosts
     summaries, requests = crawl(tmp_path, web, seeds, {})
     assert requests and {r.host for r in requests} == {host}
-    assert sum(s.get("filter_rejected", 0) for s in summaries[:-1]) > 0
+    assert sum(s["filter_rejected_by_reason"].get("scope", 0) for s in summaries[:-1]) > 0

@@ -177,3 +177,32 @@ def test_the_memory_survives_a_save_and_restore(tmp_path):
     again = NearerPaths(2, 100, 100)
     again.restore(store)
     assert again.nearest == near.nearest and again.cut == near.cut and again.cut_links == 1
+
+
+async def test_a_node_sends_on_the_links_it_cut_when_the_page_is_found_nearer(tmp_path):
+    """Through a real node's pipeline (filter, scope, splitter, DUE, frontier): page P fetched at the limit
+    has its links cut; when P is linked again from a page one hop nearer, its links are queued at the
+    nearer distance with P as their referrer, and P itself is not queued again."""
+    from tests.support.configs import one_node_config
+
+    from crawler.node import Node
+    seed = "http://s.test/"
+    node = Node(from_dict(one_node_config(tmp_path / "node", seeds=[seed], scope={"max_hops": 2})), 0)
+    s, p, q = fingerprint(seed), "http://p.test/", "http://q.test/"
+    await node.add_urls([p], Lineage(1, s, 111), 111)                 # P found at hop 2, the limit
+    await node.add_urls(["http://p.test/a", "http://p.test/b"], Lineage(2, s, 111), fingerprint(p))  # cut
+    assert node.filter.rejected["hops"] == 2 and node.nearer.cut_links == 2
+    await node.add_urls([p, q], Lineage(0, s, 0), s)                  # P again, from the seed: hop 1
+    node.enqueue(node.due.flush())
+    queued = {}
+    while node.frontier.queued:
+        host, item = await asyncio.wait_for(node.frontier.get(), 1)
+        url, lineage = split(item)
+        queued.setdefault(url, []).append(lineage)
+        node.frontier.release(host, 0.0)
+    assert queued == {p: [Lineage(2, s, 111)], q: [Lineage(1, s, s)],
+                      "http://p.test/a": [Lineage(2, s, fingerprint(p))],
+                      "http://p.test/b": [Lineage(2, s, fingerprint(p))]}
+    assert node.nearer.stats()["resent_links"] == 2
+    node.due.close()
+    node.frontier.shutdown()
