@@ -24,7 +24,9 @@ from crawler.urls import fingerprint
 
 pytestmark = pytest.mark.slow
 
-WEB = ["--hosts", "12", "--pages", "300", "--no-bad-host", "--no-slow-host", "--no-trap", "--stall-s", "1"]
+# Some hosts redirect http:// to https:// (each such link is one more hop to the page it names).
+WEB = ["--hosts", "12", "--pages", "300", "--no-bad-host", "--no-slow-host", "--no-trap", "--stall-s", "1",
+       "--https-share", "0.2", "--https-redirect-share", "0.2"]
 MAX_HOPS = 2
 EXCLUDE = r"/static/"                      # every page's script and hero image: leaves of the crawl
 CRAWL_TIMEOUT_S = 120
@@ -33,7 +35,7 @@ CRAWL_TIMEOUT_S = 120
 def crawl(tmp, web, seeds_file, scope: dict) -> tuple[list[dict], list]:
     """Run the cluster to its end; its summary lines and the requests it made (the web serves both tests)."""
     before = len(web.requests())
-    config = write_config(tmp / "crawl.yaml", cluster_config(tmp, str(seeds_file), scope=scope,
+    config = write_config(tmp / "crawl.yaml", cluster_config(tmp, str(seeds_file), web.info["ca_file"], scope=scope,
                                                              politeness={"delay_factor": 1}))
     code, out, err = run_crawler(["cluster", "-c", str(config), "--progress-interval", "0"],
                                  timeout_s=CRAWL_TIMEOUT_S, env=SECRET)
@@ -53,8 +55,8 @@ def test_max_hops_and_exclude_fetch_exactly_the_manifest_within_the_hops(web, tm
     excluded = {u for u in manifest.within(MAX_HOPS) if re.search(EXCLUDE, u)}
     expected = manifest.within(MAX_HOPS) - excluded
     assert excluded and len(manifest.fetched) > len(manifest.within(MAX_HOPS))   # both limits cut something
-    port = web.info["port"]
-    pages = [r.url(port) for r in requests if r.path != ROBOTS_PATH]
+    assert any(s == 301 and manifest.hops[u] < MAX_HOPS for u, s in manifest.statuses.items())   # redirects inside
+    pages = [r.url(manifest.port, manifest.tls_port) for r in requests if r.path != ROBOTS_PATH]
     assert len(pages) == len(set(pages))                                           # nothing fetched twice
     assert set(pages) == expected, (sorted(set(pages) - expected)[:5], sorted(expected - set(pages))[:5])
     assert summaries[-1]["stop"] == ["done"]
