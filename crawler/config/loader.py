@@ -85,6 +85,11 @@ class _Builder:
             inner = [a for a in args if a is not type(None)]
             if len(inner) == 1:
                 return self.value(inner[0], value, path, meta)
+            # A short form or a mapping (a seed: a URL, or {url, scope}): the mapping is the dataclass.
+            sections = [a for a in inner if dataclasses.is_dataclass(a)]
+            plain = [a for a in inner if not dataclasses.is_dataclass(a)]
+            if len(sections) == 1 and len(plain) == 1:
+                return self.value(sections[0] if isinstance(value, dict) else plain[0], value, path, meta)
             self.fail(path, _type_name(tp), value)
         if origin is Literal:
             if value not in get_args(tp):
@@ -203,8 +208,16 @@ def check(config: Config, source: str) -> None:
         raise ConfigError(f"{source}: frontier.quality_file: expected a file of 'URL<TAB>quality' lines for "
                           "quality: oracle, got ''")
     for i, seed in enumerate(config.crawl.seeds):
-        if not seed.startswith(("http://", "https://")):
-            raise ConfigError(f"{source}: crawl.seeds[{i}]: expected an http(s) URL, got {seed!r}")
+        url = seed if isinstance(seed, str) else seed.url
+        if not url.startswith(("http://", "https://")):
+            where = f"crawl.seeds[{i}]" if isinstance(seed, str) else f"crawl.seeds[{i}].url"
+            raise ConfigError(f"{source}: {where}: expected an http(s) URL, got {url!r}")
+    from crawler.filter.scope import compile_patterns
+    for key in ("include", "exclude"):
+        try:
+            compile_patterns(getattr(config.scope, key), f"scope.{key}")
+        except ValueError as exc:   # the message names the key, the entry and the regex error
+            raise ConfigError(f"{source}: {exc}") from None
     for name, addr in config.fetch.dns.overrides.items():
         import ipaddress
         try:

@@ -59,11 +59,24 @@ class ClusterConfig:
 
 # --- crawl ---------------------------------------------------------------------
 
+SEED_SCOPES = ("host", "domain", "prefix", "any")
+
+
+@dataclass
+class SeedConfig:
+    """A seed with the scope of the URLs it leads to (docs/scope.md)."""
+    url: str = _f("", "The seed URL.")
+    scope: Literal["host", "domain", "prefix", "any"] = _f(
+        "any", "Where links found from this seed may go: its host, its domain (the host without a leading www. "
+               "and every subdomain), URLs under its path up to the last '/', or anywhere.")
+
+
 @dataclass
 class CrawlConfig:
-    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed); relative to the config "
-                                      "file.")
-    seeds: list[str] = _f([], "Seed URLs given inline.")
+    seeds_file: str | None = _f(None, "File of seed URLs, one per line (# comments allowed; 'URL scope=SCOPE' gives "
+                                      "a seed's scope, docs/scope.md); relative to the config file.")
+    seeds: list[str | SeedConfig] = _f([], "Seed URLs given inline: a URL, or {url: URL, scope: SCOPE} with SCOPE "
+                                           "host, domain, prefix or any (docs/scope.md).")
     data_dir: str = _f("data/node-{node}", "Where the node keeps its state; {node} is replaced by the node id; "
                                            "relative to the config file.")
     max_pages: int = _f(0, "Stop after this many fetches per node; 0 = no limit.", "pages", min=0)
@@ -257,6 +270,23 @@ class FilterConfig:
     deny_extensions: list[str] = _f([], "Path extensions never fetched, e.g. ['.zip', '.iso'].")
 
 
+@dataclass
+class ScopeConfig:
+    """Which discovered URLs belong to the crawl (docs/scope.md)."""
+    max_hops: int | None = _f(None, "Most links followed from a seed (a redirect counts as a link); null = no "
+                                    "limit.", "links", min=0)
+    include: list[str] = _f([], "Regular expressions (Python re, searched anywhere in the canonical URL); when "
+                                "given, a URL must match one of them.")
+    exclude: list[str] = _f([], "Regular expressions (Python re, searched anywhere in the canonical URL); a URL "
+                                "matching one is not crawled.")
+    memory_urls: int = _f(200_000, "URLs queued at the max_hops boundary whose smallest hop count is remembered, "
+                                   "so a nearer path found later still counts; the oldest are forgotten first.",
+                          "urls", min=0)
+    memory_links: int = _f(1_000_000, "Links cut by max_hops from pages fetched at the boundary, remembered so a "
+                                      "nearer path to such a page follows them without fetching it again; the "
+                                      "oldest pages' are forgotten first.", "links", min=0)
+
+
 # --- peers -------------------------------------------------------------------------
 
 @dataclass
@@ -380,6 +410,7 @@ class Config:
     frontier: FrontierConfig = _sub(FrontierConfig, "URL frontier.")
     parse: ParseConfig = _sub(ParseConfig, "Link extraction.")
     filter: FilterConfig = _sub(FilterConfig, "URL filter.")
+    scope: ScopeConfig = _sub(ScopeConfig, "Crawl scope: hops from the seeds, URL patterns.")
     splitter: SplitterConfig = _sub(SplitterConfig, "Host splitter.")
     peers: PeersConfig = _sub(PeersConfig, "Transport between nodes.")
     due: DueConfig = _sub(DueConfig, "Duplicate URL eliminator.")

@@ -37,7 +37,7 @@ from crawler.control.metrics import ControlCollector
 from crawler.control.settings import ControlSettings, SettingsError
 from crawler.control.token import control_token
 from crawler.state import StateStore
-from crawler.urls import canonicalize, fingerprints, host_of
+from crawler.urls import canonicalize, host_of
 
 if TYPE_CHECKING:
     from crawler.node.node import Node
@@ -183,6 +183,7 @@ class Control:
     def add_seeds(self, raw: Iterable[object]) -> dict:
         """Take the URLs this node owns through the seed path (filter, DUE, frontier)."""
         from crawler.node.errors import is_storage_error  # crawler.node imports this module
+        from crawler.node.seeds import in_scope, submit_seeds
         node = self.node
         if node.storage_error:
             raise CommandError(503, f"node {node.node_id} cannot write its state ({node.storage_error})")
@@ -202,12 +203,10 @@ class Control:
         before = self.rejected
         urls = self.admit(urls)
         blocked = self.rejected - before
-        owner = node.partitioner.owner
-        mine = [u for u in urls if owner(host_of(u)) == node.node_id]
+        urls = in_scope(node, urls)
         due = node.due
         try:
-            if mine:
-                node.enqueue(due.submit(fingerprints(mine), mine))
+            owned = submit_seeds(node, urls)
             if due.buffered and not due.merging and due.start_merge():    # a ctl seed must not wait its turn
                 node.enqueue(due.poll())
         except OSError as exc:
@@ -215,11 +214,11 @@ class Control:
                 raise
             node.storage_failed(exc)
             raise CommandError(503, f"node {node.node_id} cannot write its state: {exc.strerror or exc}") from None
-        if mine:
+        if owned:
             log.warning("node %d: %d seeds added by crawler ctl (the DUE drops those seen before)",
-                        node.node_id, len(mine))
+                        node.node_id, owned)
         return {"received": received, "not_crawlable": invalid, "filtered": filtered, "blocked": blocked,
-                "owned": len(mine)}
+                "owned": owned}
 
     def stop(self) -> dict:
         """The clean drain of SIGTERM (the node leaves without lingering)."""

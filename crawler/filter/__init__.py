@@ -16,6 +16,10 @@ reason so an operator can see what the crawl is leaving out:
 - ``host_budget``: the host already had ``max_pages_per_host`` new URLs admitted.
   The budget is charged only for new URLs (after the DUE), so duplicates
   never use it up; see `HostBudget`.
+
+The crawl scope (`scope.py`: hops from a seed, the seed's scope, include and
+exclude patterns; `nearer.py`: a nearer path to a page cut at the hop limit)
+comes right after and counts its reasons in the same counter (docs/scope.md).
 """
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{10})\.jsonl$")
 JOURNAL_NAME = re.compile(r"^journal-(\d{10})\.log$")
-FORMAT_VERSION = 1
+# 2: queued URLs are lineage-tagged strings (crawler/urls/lineage.py); 1 (still read): bare URLs, which
+# read as lineage unknown. The journal and segment lines hold the same strings in the same places.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 
 
 def checkpoint_path(directory: Path, gen: int) -> Path:
@@ -132,7 +135,7 @@ def write_checkpoint(directory: Path, gen: int, seq: int, done: list[str], hosts
 def read_checkpoint(path: Path) -> Checkpoint:
     with path.open(encoding="utf-8", errors="surrogatepass") as f:
         header = json.loads(f.readline())
-        if header.get("version") != FORMAT_VERSION:
+        if header.get("version") not in READ_VERSIONS:
             raise ValueError(f"{path}: unknown frontier checkpoint version {header.get('version')!r}")
         hosts = [HostRecord.from_json(line) for line in f if line.strip()]
     return Checkpoint(int(header["gen"]), int(header["seq"]), list(header.get("done", [])), hosts,

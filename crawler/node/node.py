@@ -55,6 +55,8 @@ from crawler.control.server import routes as control_routes
 from crawler.due import DiskDUE
 from crawler.fetch import Fetcher, Resolver, RobotsCache
 from crawler.filter import HostBudget, URLFilter
+from crawler.filter.nearer import NearerPaths
+from crawler.filter.scope import ScopeFilter
 from crawler.frontier import Frontier, InlinkScorer, OracleScorer
 from crawler.metrics import MetricsServer, NodeCollector, register_process_metrics
 from crawler.node.errors import ListenError, is_storage_error
@@ -63,7 +65,7 @@ from crawler.node.identity import DataDir
 from crawler.node.lookups import PromptLookups
 from crawler.node.records import Records
 from crawler.node.report import Report
-from crawler.node.seeds import add_seeds
+from crawler.node.seeds import add_seeds, read_seeds
 from crawler.node.totals import CrawlTotals, PageCounts
 from crawler.node.visit import Visitor
 from crawler.peers import PeerNetwork
@@ -71,6 +73,7 @@ from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
 from crawler.urls import fingerprints, host_of
+from crawler.urls.lineage import NO_FP, UNKNOWN, Lineage, bare, bare_all, hops_and_vias, tag_all
 
 log = logging.getLogger("crawler.node")
 
@@ -110,6 +113,13 @@ class Node:
 
         c = config
         self.filter = URLFilter(c.filter)
+        try:
+            self.seeds = read_seeds(c.crawl, node_id)     # every node: the per-seed scopes need them all
+        except OSError as exc:
+            raise ConfigError(f"{source}: crawl.seeds_file: cannot read {c.crawl.seeds_file}: {exc.strerror}") from None
+        self.scope = ScopeFilter(c.scope, self.seeds, self.filter.rejected)
+        self.nearer = NearerPaths(c.scope.max_hops, c.scope.memory_urls, c.scope.memory_links, self.scope.seed_fps)
+        self._resending: set[asyncio.Task] = set()
         self.budget = HostBudget(c.filter.max_pages_per_host)
         self.dir = DataDir(self.data_dir, config, node_id, source)
         self.resuming = self.dir.check(fresh)
@@ -149,7 +159,10 @@ class Node:
         if self.peers is not None:
             parts.append(PeerSpoolState(self.peers))
         parts += [p for p in (self.robots, self.resolver) if p is not None]
-        parts += [self.control.part, CrawlTotals(self)]
+        parts.append(self.control.part)
+        if self.nearer.active:
+            parts.append(self.nearer)
+        parts.append(CrawlTotals(self))
         return parts
 
     def _scorer(self) -> InlinkScorer | OracleScorer | None:
@@ -165,31 +178,52 @@ class Node:
         return InlinkScorer(f.inlink_bits)
 
     # --- the pipeline ---------------------------------------------------------------
-    async def add_urls(self, urls: list[str]) -> None:
-        """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
+    async def add_urls(self, urls: list[str], page: Lineage = UNKNOWN, page_fp: int = NO_FP) -> None:
+        """Filter -> scope -> splitter -> DUE -> frontier for the canonical links of a page (hot path: once
+        per page); `page` is the page's lineage, its links are one hop further."""
         if self.storage_error:
             return              # state can no longer be written: the DUE must not call these URLs seen
         urls = self.control.admit(self.filter.filter(urls))
+        urls, cut = self.scope.admit(urls, page.hops + 1, page.seed)
+        if cut and self.nearer.active and page_fp != NO_FP:
+            self.nearer.remember_cut(page_fp, page.hops, page.seed, cut)
+        await self._route(urls, page.hops + 1, page.seed, page_fp)
+
+    async def _route(self, urls: list[str], hops: int, seed: int, via: int) -> None:
+        """Canonical URLs in scope, all at `hops` from `seed`, found on page `via`: tagged with that lineage
+        (crawler/urls/lineage.py), split by owner, ours into the DUE."""
         if not urls:
             return
-        fps, urls = await self.splitter.route(urls, fingerprints(urls))
+        fps, urls = await self.splitter.route(tag_all(urls, hops, seed, via), fingerprints(urls))
         if urls:
             if self.scorer is not None:
                 self.scorer.count(fps)
+            resend = (self.nearer.arrivals(fps.tolist(), [hops] * len(urls), [via] * len(urls))
+                      if self.nearer.active else [])
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)
+            for links, lineage in resend:
+                await self._resend(links, lineage)
+
+    async def _resend(self, links: list[str], lineage: Lineage) -> None:
+        """Links cut for hops from a page now found nearer go on at their new distance (filter/nearer.py)."""
+        links, _ = self.scope.admit(links, lineage.hops, lineage.seed)   # passed the URL filter already
+        await self._route(links, lineage.hops, lineage.seed, lineage.via)
 
     def _on_batch(self, peer: int, urls: list[str]) -> None:
         """URLs a peer sends us enter at the DUE, exactly like our local stream."""
         if self.storage_error:
             raise OSError(errno.ENOSPC, f"node {self.node_id} cannot write its state")   # no ACK: resent later
         self.urls_received += len(urls)
-        fps = fingerprints(urls)
+        fps = fingerprints(bare_all(urls))
         if self.scorer is not None:
             self.scorer.count(fps)
+        resend = []
         try:
             buffered = self.due.buffered
+            if self.nearer.active:
+                resend = self.nearer.arrivals(fps.tolist(), *hops_and_vias(urls))
             new = self.due.submit(fps, urls)
             if new:
                 self.enqueue(new)
@@ -197,6 +231,10 @@ class Node:
             if is_storage_error(exc):
                 self.storage_failed(exc)
             raise                                   # no ACK: the peer keeps the batch and sends it again
+        for links, lineage in resend:           # a task each; idle() waits for them
+            task = asyncio.get_running_loop().create_task(self._resend(links, lineage))
+            self._resending.add(task)
+            task.add_done_callback(self._resending.discard)
         if self.lookups.wanted(buffered, urls):
             self.lookups.lookup(buffered)
 
@@ -212,9 +250,9 @@ class Node:
         if scorer is None:
             qualities = [0.0] * len(urls)
         elif isinstance(scorer, OracleScorer):
-            qualities = [scorer.quality_of(u) for u in urls]
+            qualities = [scorer.quality_of(bare(u)) for u in urls]
         else:
-            qualities = scorer.qualities(fingerprints(urls))
+            qualities = scorer.qualities(fingerprints(bare_all(urls)))
         items = []
         for url, quality in zip(urls, qualities):
             host = host_of(url)
@@ -297,7 +335,7 @@ class Node:
 
     def idle(self) -> bool:
         """No work here: nothing queued or in flight, nothing pending in splitter, DUE or peer links."""
-        if self.inflight or self.due.pending or self.splitter.pending or self.control.paused:
+        if self.inflight or self.due.pending or self.splitter.pending or self._resending or self.control.paused:
             return False                             # a paused crawl is not done (crawler ctl pause)
         if not self.limited and not self.frontier.idle():
             return False

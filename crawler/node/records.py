@@ -13,6 +13,7 @@ from crawler.fetch import FetchResult
 from crawler.node.totals import PageCounts
 from crawler.parse import content_fingerprint
 from crawler.store import CrawlLog, WarcStore
+from crawler.urls.lineage import NO_FP, Lineage
 
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
 FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -20,6 +21,13 @@ FETCH_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 def status_class(status: int) -> str:
     return f"{status // 100}xx" if status else "none"
+
+
+def lineage_fields(lineage: Lineage) -> dict:
+    """The crawl-log fields of a URL's lineage: `hops` from its seed, `via` the page that linked it and `seed`
+    (fingerprints in hex; null when not known: a seed's via, a URL queued before lineage was kept)."""
+    return {"hops": lineage.hops, "via": f"{lineage.via:016x}" if lineage.via != NO_FP else None,
+            "seed": f"{lineage.seed:016x}" if lineage.seed != NO_FP else None}
 
 
 class Records:
@@ -50,7 +58,7 @@ class Records:
             self.crawl_log.write(line)
 
     def record(self, result: FetchResult, kind: str, links: int = 0, failure: str | None = None,
-               content_fp: int | None = None, links_dropped: int = 0) -> None:
+               content_fp: int | None = None, links_dropped: int = 0, lineage: Lineage | None = None) -> None:
         """Count one fetch, write its crawl-log line and WARC records."""
         c = self.counts
         self._observe[kind](result.duration_s)
@@ -81,4 +89,6 @@ class Records:
                 line["failure"] = failure
             if result.detail and result.reason != "ok":
                 line["detail"] = result.detail
+            if lineage is not None:
+                line.update(lineage_fields(lineage))
             self.crawl_log.write(line)

@@ -54,6 +54,8 @@ class Report:
             "robots_unreachable": c.robots_unreachable,
             "dropped": dict(c.dropped),
             "filter_rejected": sum(node.filter_rejected_total().values()),
+            "filter_rejected_by_reason": dict(node.filter_rejected_total()),
+            "scope_hops": node.nearer.stats(),
             "links": c.links_extracted,
             "links_truncated": c.links_truncated,
             "new_urls": due["new"],

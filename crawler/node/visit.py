@@ -41,10 +41,12 @@ from crawler.fetch.robots import DEAD as ROBOTS_DEAD
 from crawler.fetch.robots import ERROR as ROBOTS_ERROR
 from crawler.fetch.robots import UNREACHABLE as ROBOTS_UNREACHABLE
 from crawler.fetch.robots import RobotsRules
+from crawler.node.records import lineage_fields
 from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.links import ParsedPage
 from crawler.parse.mime import HTML
-from crawler.urls import canonicalize, host_of, origin_of
+from crawler.urls import canonicalize, fingerprint, host_of, origin_of
+from crawler.urls.lineage import split
 
 if TYPE_CHECKING:
     from crawler.node.node import Node
@@ -90,9 +92,11 @@ class Visitor:
             delay = self._max_delay
         return delay if delay > self.min_delay_s else self.min_delay_s
 
-    async def visit(self, host: str, url: str) -> float:
-        """Process one URL whose host we hold; returns the host's next delay."""
+    async def visit(self, host: str, item: str) -> float:
+        """Process one URL whose host we hold (`item`: the URL tagged with its lineage, as queued); returns
+        the host's next delay."""
         node = self.node
+        url, lineage = split(item)
         rules = None
         if node.robots is not None:
             rules = node.robots.lookup(origin_of(url))
@@ -107,10 +111,10 @@ class Visitor:
                     last = next((r for r in reversed(results) if host_of(r.url) == host), results[0])
                     robots_delay = self.delay_for(last.duration_s, rules.crawl_delay_s)
                     if rules.source not in ROBOTS_UNREACHABLE:
-                        node.frontier.requeue(host, url)
+                        node.frontier.requeue(host, item)
                         return robots_delay
             if not rules.allowed(url):
-                return self._refuse(host, url, rules, robots_delay)
+                return self._refuse(host, item, rules, robots_delay)
         crawl_delay = rules.crawl_delay_s if rules is not None else None
         assert node.fetcher is not None, "start() opens the fetcher before the workers run"
         result = await node.fetcher.fetch(url)
@@ -125,13 +129,17 @@ class Visitor:
             # Retry-After speaks about the host, not about this URL: it holds, retried or not.
             delay = max(delay, self._retry_after_s(result))
             if self._retry(url):
-                node.frontier.requeue(host, url)
+                node.frontier.requeue(host, item)
         content_fp = content_fingerprint(result.body) if result.body and result.status else None
         links, failure, truncated = await self.links_of(result, content_fp)
-        node.records.record(result, "page", len(links), failure, content_fp, truncated)
+        page_fp = fingerprint(url)
+        if links:
+            # A seed is at hop 0 whatever path reached it; else the smallest hop count any path brought.
+            lineage = node.nearer.settle(page_fp, lineage)
+        node.records.record(result, "page", len(links), failure, content_fp, truncated, lineage)
         if links:
             buffered = node.due.buffered
-            await node.add_urls(links)
+            await node.add_urls(links, lineage, page_fp)
             if node.lookups.wanted(buffered, links, host):
                 node.lookups.lookup(buffered)
         if node.config.crawl.max_pages and self.counts.fetches >= node.config.crawl.max_pages:
@@ -144,13 +152,14 @@ class Visitor:
         wait = result.retry_after_s if result.retry_after_s is not None else pol.default_retry_after_s
         return min(wait, pol.max_retry_after_s)
 
-    def _refuse(self, host: str, url: str, rules: RobotsRules, delay_s: float) -> float:
-        """robots.txt does not let `url` be fetched now: park it (transient error), drop it (a dead origin,
-        or an error past its retries) or count a denial."""
+    def _refuse(self, host: str, item: str, rules: RobotsRules, delay_s: float) -> float:
+        """robots.txt does not let the URL of `item` be fetched now: park it (transient error), drop it (a
+        dead origin, or an error past its retries) or count a denial."""
         source = rules.source
         if source == ROBOTS_ERROR and rules.failures <= self.node.config.robots.error_max_retries:
-            return self._park(host, url, rules, delay_s)
-        line = {"url": url, "kind": "page", "status": 0}
+            return self._park(host, item, rules, delay_s)
+        url, lineage = split(item)
+        line = {"url": url, "kind": "page", "status": 0, **lineage_fields(lineage)}
         if source == ROBOTS_DEAD:
             self.counts.dropped[rules.reason] += 1
             line["reason"], line["dropped"] = rules.reason, "origin"
@@ -163,12 +172,12 @@ class Visitor:
         self.node.records.write_line(line)
         return delay_s
 
-    def _park(self, host: str, url: str, rules: RobotsRules, delay_s: float) -> float:
+    def _park(self, host: str, item: str, rules: RobotsRules, delay_s: float) -> float:
         """robots.txt of the URL's origin is unreachable: the URL goes back to the head of its host's
         queue and the host waits until the error entry expires; robots.txt is then fetched again."""
         node = self.node
         assert node.robots is not None, "only robots.txt rules park a URL"
-        node.frontier.requeue(host, url)
+        node.frontier.requeue(host, item)
         self.counts.robots_parked += 1
         return max(delay_s, node.robots.remaining_s(rules), self.min_delay_s)
 

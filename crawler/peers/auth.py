@@ -35,6 +35,7 @@ from crawler.peers.frames import (
     FrameType,
     Hello,
     decode_auth,
+    decode_bye,
     decode_hello,
     encode_auth,
     encode_hello,
@@ -52,6 +53,7 @@ UNKNOWN_NODE = "unknown_node"  # node id not in the cluster (or our own id)
 WRONG_NODE = "wrong_node"      # the HELLO is addressed to another node id
 WRONG_CLUSTER = "wrong_cluster"
 BAD_VERSION = "bad_version"
+REFUSED = "refused"            # the other end said BYE during the handshake (its reason is the detail)
 UNEXPECTED = "malformed"       # a frame of the wrong type during the handshake
 
 
@@ -77,6 +79,8 @@ def new_nonce() -> bytes:
 
 async def _read(reader: asyncio.StreamReader, expected: FrameType) -> bytes:
     ftype, payload = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
+    if ftype == FrameType.BYE and expected != FrameType.BYE:
+        raise HandshakeError(REFUSED, f"the peer refused the connection: {decode_bye(payload)}")
     if ftype != expected:
         raise HandshakeError(UNEXPECTED, f"expected {expected.name}, got {ftype.name}")
     return payload
@@ -84,7 +88,9 @@ async def _read(reader: asyncio.StreamReader, expected: FrameType) -> bytes:
 
 def _check_hello(hello: Hello, cluster: str) -> None:
     if hello.version != PROTOCOL_VERSION:
-        raise HandshakeError(BAD_VERSION, f"protocol version {hello.version}")
+        raise HandshakeError(BAD_VERSION, f"node {hello.from_id} speaks peer protocol version {hello.version}, this "
+                                          f"node speaks version {PROTOCOL_VERSION}: run one crawler version on "
+                                          "every node of the cluster")
     if hello.cluster != cluster:
         raise HandshakeError(WRONG_CLUSTER, f"cluster {hello.cluster!r}")
 
@@ -132,4 +138,4 @@ async def server_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamW
 
 __all__ = ["HandshakeError", "proof", "client_handshake", "server_handshake", "new_nonce",
            "HANDSHAKE_FRAME_BYTES", "MAC_BYTES", "BAD_AUTH", "UNKNOWN_NODE", "WRONG_NODE",
-           "WRONG_CLUSTER", "BAD_VERSION"]
+           "WRONG_CLUSTER", "BAD_VERSION", "REFUSED"]

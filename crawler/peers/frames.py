@@ -9,6 +9,13 @@ else, so a hostile peer cannot crash a connection handler with odd bytes.
 
 Hot path: `encode_batch` / `decode_batch` run once per batch of ~1000 URLs;
 they join/split one string and check counts at C speed, no per-URL Python work.
+
+Version 2 (this one) carries each URL's lineage in the BATCH body: a line is
+``URL SP hops SP seed-fp SP via-fp`` (decimal, hex, hex; crawler/urls/lineage.py),
+so the owner node knows how far from which seed the URL is and which page
+linked it. A line may be a bare URL (batches spooled by version 1: no lineage
+known). Version 1 bodies were bare URLs only; the HELLO carries the version
+and the two ends refuse each other when they differ (crawler/peers/auth.py).
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ OVERSIZED = "oversized"        # announced length above the limit
 MALFORMED = "malformed"        # bad length, type, or payload
 
 PROTOCOL_MAGIC = b"MCRP"       # "Mercator crawler peer protocol"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2          # 2: BATCH lines carry URL lineage; 1: bare URLs
+LINEAGE_FIELDS = 3            # hops, seed, via after each URL of a version-2 BATCH line
 NONCE_BYTES = 32
 MAC_BYTES = 32                 # HMAC-SHA256
 MAX_CLUSTER_NAME_BYTES = 255
@@ -146,15 +154,16 @@ def decode_auth(payload: bytes) -> bytes:
 # --- BATCH ---------------------------------------------------------------------------
 
 def encode_batch(seq: int, urls: list[str]) -> bytes:
-    """A BATCH frame: u64 seq, u32 count, the URLs UTF-8 and joined by newlines."""
+    """A BATCH frame: u64 seq, u32 count, the (lineage-tagged) URLs UTF-8 and joined by newlines."""
     return batch_frame(seq, len(urls), encode_urls(urls))
 
 
 def encode_urls(urls: list[str]) -> bytes:
     """The body of a BATCH frame (the costly part, done before a sequence number is given).
 
-    Canonical URLs contain no newline; one that does is refused here (the
-    count check catches it without a per-URL loop).
+    Canonical URLs contain no newline (nor space: the lineage fields are
+    space-separated); one that does is refused here (the count check catches
+    it without a per-URL loop).
     """
     text = "\n".join(urls)
     if text.count("\n") != max(len(urls) - 1, 0):
@@ -185,6 +194,10 @@ def decode_batch(payload: bytes) -> tuple[int, list[str]]:
         raise FrameError(MALFORMED, "BATCH not UTF-8") from None
     if len(urls) != count:
         raise FrameError(MALFORMED, f"BATCH announces {count} URLs, holds {len(urls)}")
+    spaces = body.count(b" ")
+    if spaces and spaces != LINEAGE_FIELDS * count:
+        raise FrameError(MALFORMED, f"BATCH of {count} URLs holds {spaces} lineage separators, expected "
+                                    f"{LINEAGE_FIELDS * count} (or none)")
     return seq, urls
 
 

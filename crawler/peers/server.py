@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from crawler.config.schema import PeersConfig
-from crawler.peers.auth import server_handshake
+from crawler.peers.auth import BAD_VERSION, server_handshake
 from crawler.peers.frames import (
     EOF,
     HEADER_BYTES,
@@ -163,6 +163,13 @@ class PeerServer:
 
     def _reject(self, writer: asyncio.StreamWriter, reason: str, detail: object = "") -> None:
         self.rejected[reason] += 1
+        if reason == BAD_VERSION:
+            # An operator's mistake (two crawler versions in one cluster), not noise: say it loud, and tell
+            # the other end why in a BYE (a peer of another version reads a BYE's text whatever its version).
+            log.warning("peer connection from %s rejected: %s", writer.get_extra_info("peername"), detail)
+            writer.write(encode_bye(str(detail)))
+            writer.close()
+            return
         log.info("peer connection from %s rejected: %s %s", writer.get_extra_info("peername"), reason, detail)
         writer.transport.abort()
 

@@ -2,7 +2,9 @@
 
 One directory per peer (``<spool_dir>/peer-<id>/``) holds:
 
-- ``seg-<n>.spool`` segment files: an 8-byte magic, then records
+- ``seg-<n>.spool`` segment files: an 8-byte magic (``MCRPSPL2``: frames of
+  peer protocol version 2; ``MCRPSPL1`` files of version 1 are still read, their
+  URLs without lineage are valid version-2 batches), then records
   ``u32 frame length | u32 crc32(frame) | frame`` where frame is the encoded
   BATCH frame exactly as it goes on the wire. Segments are append-only; a new
   one starts when the current one reaches `segment_bytes` or when the reader
@@ -40,7 +42,8 @@ from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, FrameType, batch_seq
 
 log = logging.getLogger(__name__)
 
-SEGMENT_MAGIC = b"MCRPSPL1"
+SEGMENT_MAGIC = b"MCRPSPL2"
+SEGMENT_MAGICS = (SEGMENT_MAGIC, b"MCRPSPL1")     # what is read: this version's and version 1's
 RECORD = struct.Struct(">II")          # frame length, crc32 of the frame
 SEGMENT_NAME = re.compile(r"^seg-(\d{10})\.spool$")
 STATE_FILE = "stream.json"
@@ -277,7 +280,7 @@ class Spool:
         with open(seg.path, "r+b") as f:
             data = f.read()
             good = 0
-            if data[:len(SEGMENT_MAGIC)] == SEGMENT_MAGIC:
+            if data[:len(SEGMENT_MAGIC)] in SEGMENT_MAGICS:
                 pos = good = len(SEGMENT_MAGIC)
                 while pos + RECORD.size <= len(data):
                     length, crc = RECORD.unpack_from(data, pos)

@@ -51,13 +51,19 @@ HTTPS hosts (model.Tls) are written with `tls_port`: https://h:TLS_PORT/.
 `crawl_delay_s` gives the robots Crawl-delay of the hosts that have one; a
 polite crawler waits at least that long between two requests to the host.
 `host_latency_s` gives the response delay of the hosts the server slows down.
+`hops` gives each fetched URL's link distance from the seeds (the BFS level
+that first reaches it; a redirect's Location is one link further, as
+`scope.max_hops` counts it; a template resource or stylesheet image is one
+further than the nearest page or stylesheet that names it; a trap page one
+further than its parent): `within(h)` is what a crawl with `scope.max_hops: h`
+fetches.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -191,6 +197,12 @@ class WebManifest:
     """The crawl-log reason of each URL in `refused` (REFUSAL_REASONS)."""
     robots_requests: dict[str, int] = field(default_factory=dict)
     """robots.txt URLs a correct crawler requests more than once (robots500's, retried after its 500s)."""
+    hops: dict[str, int] = field(default_factory=dict)
+    """Link distance of each URL in `fetched` from the nearest seed (redirects count as links)."""
+
+    def within(self, max_hops: int) -> set[str]:
+        """The URLs of `fetched` a crawl with `scope.max_hops: max_hops` requests."""
+        return {u for u in self.fetched if self.hops[u] <= max_hops}
 
     def requests_of(self, url: str) -> int:
         """How many times a correct crawl requests `url` (1 for what it requests at all)."""
@@ -218,6 +230,7 @@ class WebManifest:
             "host_latency_s": dict(sorted(self.host_latency_s.items())),
             "tls_port": self.tls_port, "refusals": dict(sorted(self.refusals.items())),
             "robots_requests": dict(sorted(self.robots_requests.items())),
+            "hops": dict(sorted(self.hops.items())),
         }
         return json.dumps(data, indent=1)
 
@@ -232,6 +245,7 @@ class WebManifest:
             rules=CrawlRules.from_dict(d["rules"]), params=dict(d["params"]), static=bool(d.get("static", False)),
             host_latency_s=dict(d.get("host_latency_s", {})), tls_port=int(d.get("tls_port", 0)),
             refusals=dict(d.get("refusals", {})), robots_requests=dict(d.get("robots_requests", {})),
+            hops=dict(d.get("hops", {})),
         )
 
     def save(self, path: str | Path) -> None:
@@ -305,13 +319,16 @@ class _Walk:
         if self.twins:
             redirect_to[n:] = np.arange(n)   # http://h/path -> 301 https://h/path (only reached on redirecting hosts)
         fetched_ids: list[np.ndarray] = []
+        level_of: dict[int, int] = {}          # walk id -> BFS level (link distance from the seeds)
         disallowed_ids: list[np.ndarray] = []
         refused_ids: list[np.ndarray] = []
         filtered_ids: list[np.ndarray] = []
         trap_roots: list[int] = []
         seeds = np.array(web.seed_ids, dtype=np.int64)
         frontier = seeds + n * self.host_redirects[web.url_host[seeds]]
+        level = -1
         while frontier.size:
+            level += 1
             frontier = np.unique(frontier)
             frontier = frontier[~seen[frontier]]
             seen[frontier] = True
@@ -325,6 +342,7 @@ class _Walk:
             disallowed_ids.append(frontier[~allowed])
             got = frontier[allowed]
             fetched_ids.append(got)
+            level_of.update(dict.fromkeys(got.tolist(), level))
             content = got[got < n]
             trap_roots += content[(kinds[content] == int(Kind.TRAP_ROOT)) & ~self.url_dead[content]].tolist()
             # Links of the 2xx HTML pages fetched at this level, plus the Location of each redirect.
@@ -360,18 +378,20 @@ class _Walk:
             manifest.refusals[url(vid)] = reason
         for vid in fetched.tolist():
             u = url(vid)
+            manifest.hops[u] = level_of[vid]
             manifest.statuses[u] = self._status(vid)
             case = web.cases.get(vid)
             if case in FAILING_CASES and not self.url_dead[vid]:
                 manifest.failures[u] = _FAILURE_REASONS[case]
-        template_origins = self._template_resources(manifest, fetched[fetched < n])
+        template_origins = self._template_resources(manifest, fetched[fetched < n], level_of)
         # Origins contacted, as (host index, https): an id >= n is the http:// URL of a redirecting host.
         both = np.concatenate([fetched, disallowed])
         hosts_of = web.url_host[self._uids(both)]
         https = np.array([web.hosts[h].content_https for h in range(len(web.hosts))], dtype=bool)[hosts_of] & (both < n)
         origins = set(zip(hosts_of.tolist(), https.tolist())) | template_origins
         for root in trap_roots:
-            origins |= {(h, False) for h in self._trap(web.hosts[int(web.url_host[root])].index, manifest)}
+            origins |= {(h, False) for h in self._trap(web.hosts[int(web.url_host[root])].index, manifest,
+                                                       level_of[root])}
         contacted = {h for h, _ in origins}
         if rules.obey_robots:
             for h, secure in sorted(origins):
@@ -403,7 +423,8 @@ class _Walk:
             manifest.trap_bound = sum(1 for u in manifest.fetched if u.startswith(prefix))
         return manifest
 
-    def _template_resources(self, manifest: WebManifest, content: np.ndarray) -> set[tuple[int, bool]]:
+    def _template_resources(self, manifest: WebManifest, content: np.ndarray,
+                            level_of: dict[int, int]) -> set[tuple[int, bool]]:
         """What page templates and stylesheets reference outside the link table: every page's script and
         inline-style image (pages.TEMPLATE_PATHS, path-absolute, so against its base's origin), every
         stylesheet's image (pages.CSS_IMAGE_PATH). Leaves of the crawl: added as URL strings after the
@@ -413,7 +434,12 @@ class _Walk:
         pages = content[(kinds[content] == int(Kind.PAGE)) & ~self.url_dead[content]]
         if not rules.follow_nofollow:
             pages = pages[~web.meta_nofollow[pages]]
-        wanted: set[tuple[int, bool, str]] = set()        # (host, written as http:// of a redirecting host, path)
+        # (host, written as http:// of a redirecting host, path) -> hops of the nearest page naming it, + 1
+        wanted: dict[tuple[int, bool, str], int] = {}
+
+        def want(key: tuple[int, bool, str], hops: int) -> None:
+            wanted[key] = min(wanted.get(key, hops), hops)
+
         for uid in pages.tolist():
             if uid in web.frameset:
                 continue
@@ -423,18 +449,22 @@ class _Walk:
             else:
                 h = base.host
                 twin = web.hosts[h].tls is Tls.REDIRECT     # written as the host's link origin: http://
-            wanted.update((h, twin, path) for path in TEMPLATE_PATHS)
+            for path in TEMPLATE_PATHS:
+                want((h, twin, path), level_of[uid] + 1)
         for uid in content[(kinds[content] == int(Kind.CSS)) & ~self.url_dead[content]].tolist():
-            wanted.add((int(web.url_host[uid]), False, CSS_IMAGE_PATH))
+            want((int(web.url_host[uid]), False, CSS_IMAGE_PATH), level_of[uid] + 1)
         contacted: set[tuple[int, bool]] = set()
-        for h, twin, path in sorted(wanted):
+        for (h, twin, path), hops in sorted(wanted.items()):
             host = web.hosts[h]
             if self.refusal[h] is not None:
                 continue
             urls = [host.origin(port, tls_port) + path] if twin else []
             urls.append(host.content_origin(port, tls_port) + path)
             for i, url in enumerate(urls):
-                if url in manifest.fetched or url in manifest.disallowed or url in manifest.filtered:
+                if url in manifest.fetched:                  # in the link table too: the nearer path counts
+                    manifest.hops[url] = min(manifest.hops[url], hops + i)
+                    continue
+                if url in manifest.disallowed or url in manifest.filtered:
                     continue
                 if not rules.admits(url, host.name, path):
                     manifest.filtered.add(url)
@@ -443,6 +473,7 @@ class _Walk:
                     manifest.disallowed.add(url)
                     break
                 manifest.fetched.add(url)
+                manifest.hops[url] = hops + i           # the https:// one is behind the http:// one's 301
                 manifest.statuses[url] = 301 if i + 1 < len(urls) else self._path_status(host, path)
             contacted.add((h, host.content_https and not twin))
         return contacted
@@ -499,15 +530,16 @@ class _Walk:
             return 404
         return 200
 
-    def _trap(self, host_index: int, manifest: WebManifest) -> set[int]:
-        """Walk the trap's infinite pages from its root as far as the rules allow."""
+    def _trap(self, host_index: int, manifest: WebManifest, root_hops: int) -> set[int]:
+        """Walk the trap's infinite pages from its root (at `root_hops`) as far as the rules allow,
+        breadth first (so each page's hops are its smallest)."""
         web, rules, port = self.web, self.rules, self.port
         host = web.hosts[host_index]
         origin = host.origin(port)
         seen = {"/"}
-        queue = [c for c in trap.trap_children("/")]
+        queue = deque((c, root_hops + 1) for c in trap.trap_children("/"))
         while queue:
-            path = queue.pop()
+            path, hops = queue.popleft()
             if path in seen:
                 continue
             seen.add(path)
@@ -519,10 +551,11 @@ class _Walk:
                 manifest.disallowed.add(url)
                 continue
             manifest.fetched.add(url)
+            manifest.hops[url] = hops
             manifest.statuses[url] = 200
             if len(seen) > MAX_TRAP_PAGES:
                 raise ValueError(f"the trap has more than {MAX_TRAP_PAGES} pages under {rules}; tighten the rules")
-            queue.extend(c for c in trap.trap_children(path) if c not in seen)
+            queue.extend((c, hops + 1) for c in trap.trap_children(path) if c not in seen)
         return {host_index}
 
 

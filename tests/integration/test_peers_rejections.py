@@ -253,3 +253,47 @@ async def test_silent_sender_is_dropped_by_the_server(tmp_path):
         writer.close()
     finally:
         await net.close(timeout_s=0.5)
+
+
+async def test_a_node_of_the_old_protocol_version_is_refused_naming_both_versions(server, caplog):
+    """A version-1 node (bare-URL BATCH frames) says HELLO over real TCP: it gets a BYE naming its version and
+    ours, is counted as bad_version, and nothing it sends is delivered."""
+    from crawler.peers.frames import PROTOCOL_VERSION, decode_bye
+    assert PROTOCOL_VERSION == 2
+    reader, writer = await connect(server)
+    writer.write(encode_hello(Hello(1, 0, CLUSTER, NONCE, 5, version=1)))
+    writer.write(encode_batch(1, ["http://a.test/"]))
+    await writer.drain()
+    data = await until_closed(reader)
+    writer.close()
+    await rejected_with(server, "bad_version")
+    length, ftype = struct.unpack_from(">IB", data)
+    assert ftype == FrameType.BYE and len(data) == 4 + length
+    message = decode_bye(data[5:])
+    assert "version 1" in message and "version 2" in message, message
+    assert any("version 1" in r.getMessage() and "version 2" in r.getMessage() for r in caplog.records)
+    assert server.received == []
+
+
+async def test_our_node_refuses_a_peer_that_answers_with_the_old_version():
+    """The client side: a server answering HELLO with version 1 is refused with both versions named."""
+    from crawler.peers.auth import BAD_VERSION, HandshakeError, client_handshake
+
+    async def old_node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_frame(reader, MAX_FRAME_BYTES)
+        writer.write(encode_hello(Hello(1, 0, CLUSTER, NONCE, version=1)))
+        await writer.drain()
+        await reader.read()                  # until the client hangs up
+        writer.close()
+
+    old = await asyncio.start_server(old_node, "127.0.0.1", 0)
+    port = old.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    with pytest.raises(HandshakeError) as err:
+        await asyncio.wait_for(client_handshake(reader, writer, me_id=0, peer_id=1, cluster=CLUSTER, secret=SECRET,
+                                                stream_id=1), 3)
+    writer.close()
+    old.close()
+    await old.wait_closed()
+    assert err.value.reason == BAD_VERSION
+    assert "version 1" in str(err.value) and "version 2" in str(err.value)

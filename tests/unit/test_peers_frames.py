@@ -30,9 +30,12 @@ from crawler.peers.frames import (
     encode_seq,
     read_frame,
 )
+from crawler.urls.lineage import UNKNOWN, Lineage, tag
+from crawler.urls.lineage import split as split_lineage
 
 MAX_FRAME_BYTES = 1 << 20
-url_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=80)
+# A canonical URL holds neither a newline nor a space (the space separates its lineage on the wire).
+url_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n "), max_size=80)
 url_lists = st.lists(url_text, max_size=40)
 seqs = st.integers(min_value=0, max_value=2**64 - 1)
 json_values = st.recursive(
@@ -77,6 +80,31 @@ def test_batch_round_trip(seq, urls):
     frame = encode_batch(seq, urls)
     assert batch_seq(frame) == seq
     assert decode_batch(payload_of(frame)) == (seq, urls)
+
+
+lineages = st.tuples(st.integers(0, 2**16), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+
+
+@given(seqs, st.lists(st.tuples(url_text, lineages), max_size=40))
+def test_batch_carries_each_urls_lineage(seq, items):
+    """Version 2: every URL of a BATCH arrives with its own hops, seed and referrer."""
+    tagged = [tag(url, *lineage) for url, lineage in items]
+    got_seq, got = decode_batch(payload_of(encode_batch(seq, tagged)))
+    assert got_seq == seq and got == tagged
+    assert [split_lineage(u) for u in got] == [(url, Lineage(*lineage)) for url, lineage in items]
+
+
+def test_batch_of_bare_urls_still_decodes_with_lineage_unknown():
+    """A version-1 body (bare URLs, as an old spool holds) is a valid version-2 body: lineage unknown."""
+    _, urls = decode_batch(payload_of(encode_batch(3, ["http://a/", "http://b/x"])))
+    assert [split_lineage(u) for u in urls] == [("http://a/", UNKNOWN), ("http://b/x", UNKNOWN)]
+
+
+def test_batch_with_broken_lineage_is_malformed():
+    body = b"http://a/ 1 ff 0\nhttp://b/ 2 ff"
+    with pytest.raises(FrameError) as err:
+        decode_batch(struct.pack(">QI", 1, 2) + body)
+    assert err.value.reason == MALFORMED and "lineage" in str(err.value)
 
 
 def test_batch_refuses_newline_in_url():

@@ -141,3 +141,27 @@ def test_prepended_batches_are_read_first_in_order_and_survive_a_restart(tmp_pat
     third = Spool(tmp_path)                        # unacked: all back, sorted
     assert drain(third) == [1, 2, 7]
     third.close()
+
+
+def test_spooled_batches_keep_each_urls_lineage_and_version_1_spools_are_read(tmp_path):
+    """A batch waiting in the spool across a restart comes back with its URLs' lineage; a segment written by
+    protocol version 1 (magic MCRPSPL1, bare URLs) is still read: its URLs come with lineage unknown."""
+    from crawler.urls.lineage import UNKNOWN, Lineage, split, tag
+    tagged = [tag(f"http://a.test/{i}", i, 0xABCDEF, 0x1234 + i) for i in range(5)]
+    spool = Spool(tmp_path / "v2")
+    spool.append([encode_batch(7, tagged)])
+    spool.close()
+    again = Spool(tmp_path / "v2")
+    frame, _ = again.read_next()
+    assert [split(u)[1] for u in decode_batch(frame[5:])[1]] == [Lineage(i, 0xABCDEF, 0x1234 + i) for i in range(5)]
+    again.close()
+    old = Spool(tmp_path / "v1")
+    old.append([encode_batch(3, ["http://b.test/"])])
+    old.close()
+    (segment,) = (tmp_path / "v1").glob("seg-*.spool")
+    data = segment.read_bytes()
+    segment.write_bytes(b"MCRPSPL1" + data[8:])
+    reread = Spool(tmp_path / "v1")
+    frame, _ = reread.read_next()
+    assert [split(u) for u in decode_batch(frame[5:])[1]] == [("http://b.test/", UNKNOWN)]
+    reread.close()
