@@ -9,6 +9,7 @@
 #
 #   bash scripts/test.sh            everything (what CI runs)
 #   bash scripts/test.sh --fast     the development loop: no test marked slow
+#   bash scripts/test.sh PATH...    those tests only, in one process
 #
 # Other arguments go to pytest. (Redis is not needed by any test: only
 # bench/due_bench.py compares the DUE with it; install redis-server to run it.)
@@ -51,4 +52,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-exec python3 -m pytest -q -p no:cacheprovider --durations=15 "${fast[@]}" "$@"
+pytest=(python3 -m pytest -q -p no:cacheprovider --durations=15)
+if [ "$#" -gt 0 ]; then
+  exec "${pytest[@]}" "${fast[@]}" "$@"       # a chosen set: as asked, in one process
+fi
+# The tests not marked slow are CPU-bound and independent: two processes (pytest-xdist) on two cores.
+# The slow ones (crawls with real servers, timing checked from the servers' logs) run one at a time.
+"${pytest[@]}" -m "not slow" -n 2
+if [ "${#fast[@]}" -eq 0 ]; then
+  "${pytest[@]}" -m slow
+fi
