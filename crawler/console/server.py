@@ -37,7 +37,7 @@ from crawler.control.client import Answer
 from crawler.control.server import MAX_BODY_BYTES, PREFIX
 from crawler.control.token import OK, token_status
 from crawler.status import DEFAULT_TIMEOUT_S as READ_TIMEOUT_S
-from crawler.status import NodeStatus, metrics_url, parse_status, read_node
+from crawler.status import NodeStatus, parse_status, read_node
 
 if TYPE_CHECKING:
     from crawler.node.node import Node
@@ -50,6 +50,7 @@ HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self'; st
                                       "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 WILDCARDS = ("", "0.0.0.0", "::")
+UNKNOWN_PORT = "metrics_port 0 (any free port): address unknown"
 
 
 def _address(host: str) -> str:
@@ -86,8 +87,7 @@ class Console:
         """A peer's /metrics row and /console/node answer (None, with the reason, if it gave none)."""
         base = self._base(node_id)
         if base is None:
-            why = "metrics_port 0 (any free port): address unknown"
-            return NodeStatus(node=str(node_id), url="", up=False, reason=why), None, why
+            return NodeStatus(node=str(node_id), url="", up=False, reason=UNKNOWN_PORT), None, UNKNOWN_PORT
         row = await read_node(session, str(node_id), f"{base}/metrics", READ_TIMEOUT_S)
         if not row.up:
             return row, None, row.reason
@@ -106,8 +106,7 @@ class Console:
         ids = sorted(n.id for n in node.config.cluster.nodes)
         async with aiohttp.ClientSession() as session:
             answers = await asyncio.gather(*(self._peer(session, i) for i in ids if i != me))
-        here = parse_status(str(me), metrics_url("127.0.0.1", node.metrics_server.port if node.metrics_server
-                                                 else 0), generate_latest(node.registry).decode())
+        here = parse_status(str(me), f"{self._base(me)}/metrics", generate_latest(node.registry).decode())
         peers = {int(row.node): (row, view, why) for row, view, why in answers}
         peers[me] = (here, self.node_view(), "")
         rows = [peers[i][0] for i in ids]
@@ -128,7 +127,7 @@ class Console:
                      authorization: str) -> Answer:
         base = self._base(node_id)
         if base is None:
-            return Answer(node_id, False, error="metrics_port 0 (any free port): address unknown")
+            return Answer(node_id, False, error=UNKNOWN_PORT)
         url = f"{base}{PREFIX}/{command}"
         headers = {"Authorization": authorization, "Content-Type": "application/json"}
         try:

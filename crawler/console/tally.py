@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crawler.fetch import FetchResult
+from crawler.fetch.result import OK
 from crawler.urls import host_of
 
 WINDOW_S = 600                    # pages/s kept per second for this long (the chart's width)
@@ -35,10 +36,10 @@ class HostCounts:
     """One host's page fetches since the node started."""
     pages: int = 0                # fetches with an HTTP response
     bytes: int = 0                # their wire bytes
-    errors: int = 0               # fetches without a complete response
+    errors: int = 0               # failed fetches (no complete response), by reason below
     status_4xx: int = 0
     status_5xx: int = 0
-    reasons: Counter = field(default_factory=Counter)   # reason -> fetches without a response
+    reasons: Counter = field(default_factory=Counter)   # reason -> failed fetches
 
     @property
     def failures(self) -> int:
@@ -66,17 +67,24 @@ class HostTally:
         self.forgotten = 0                     # hosts dropped to stay within max_hosts
 
     def record(self, result: FetchResult, kind: str) -> None:
-        """Count one fetch. Hot path: once per page. A robots.txt fetch counts only when it fails: a host
-        whose robots.txt cannot be fetched is failing, though none of its pages is tried."""
+        """Count one fetch as the node's counters do: a response is a page, a reason other than "ok" a
+        failure (a response cut at a size limit is both). Hot path: once per page. robots.txt fetches
+        count only when they fail: a host whose robots.txt cannot be fetched is failing, though none of
+        its pages is tried."""
         status = result.status
-        if kind != "page" and status:
+        failed = result.reason != OK
+        page = kind == "page"
+        if not (page or failed):
             return
         counts = self.hosts.get(host := host_of(result.url))
         if counts is None:
             if len(self.hosts) >= self.max_hosts:
                 self._forget()
             counts = self.hosts[host] = HostCounts()
-        if status:
+        if failed:
+            counts.errors += 1
+            counts.reasons[result.reason] += 1
+        if status and page:
             counts.pages += 1
             counts.bytes += result.wire_bytes
             if status >= 500:
@@ -88,9 +96,6 @@ class HostTally:
             if self._second[slot] != now:
                 self._second[slot], self._pages[slot] = now, 0
             self._pages[slot] += 1
-        else:
-            counts.errors += 1
-            counts.reasons[result.reason] += 1
 
     def _forget(self) -> None:
         """Keep half: the most failing (up to a quarter), then the busiest. Amortized: the next pruning

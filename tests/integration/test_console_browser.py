@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
-from tests.support.configs import NODES, SECRET, cluster_config, write_config
-from tests.support.processes import find_binary, start_crawler, stop_process, wait_until
+from tests.support.configs import NODES, SECRET
+from tests.support.crawls import start_test_cluster
+from tests.support.processes import find_binary, stop_process, wait_until
 
 from crawler.control import control_token
 from crawler.testweb.audit import ROBOTS_PATH
@@ -61,7 +60,7 @@ def browser():
     options = Options()
     options.binary_location = find_binary("chromium")
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1700", "--no-first-run", "--disable-extensions"):
+                "--window-size=1280,1600", "--no-first-run", "--disable-extensions"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=find_binary("chromedriver")), options=options)
@@ -120,12 +119,7 @@ def test_console_shows_the_cluster_and_pauses_it(tmp_path, browser):
     log = BrowserLog(browser)
     with TestWebProcess(tmp_path / "web", WEB) as web:
         manifest = web.manifest()
-        config = write_config(tmp_path / "crawl.yaml", cluster_config(
-            tmp_path, web.info["seeds"], politeness={"min_delay_s": MIN_DELAY_S}))
-        metrics = [n["metrics_port"] for n in yaml.safe_load(config.read_text())["cluster"]["nodes"]]
-        with (tmp_path / "cluster.err").open("wb") as err:
-            proc = start_crawler(["cluster", "-c", str(config), "--progress-interval", "0"],
-                                 stdout=subprocess.PIPE, stderr=err, env=SECRET)
+        _, metrics, proc = start_test_cluster(tmp_path, web.info["seeds"], politeness={"min_delay_s": MIN_DELAY_S})
         try:
             def serving() -> bool:
                 try:

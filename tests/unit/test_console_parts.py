@@ -35,12 +35,15 @@ def test_tally_counts_pages_statuses_and_failures_per_host():
         tally.record(r, "page")
     tally.record(page("c.test", 0, "dns_nxdomain"), "robots")     # a failing robots.txt: a failing host
     tally.record(page("d.test"), "robots")                        # robots.txt answered: not a page
+    tally.record(page("e.test", 200, "body_too_large"), "page")   # cut at a limit: a page and a failure
     top = tally.top()
-    assert [h["host"] for h in top["busiest"]] == ["a.test", "b.test", "c.test"]
+    assert [h["host"] for h in top["busiest"]] == ["a.test", "e.test", "b.test", "c.test"]
     a = top["busiest"][0]
     assert (a["pages"], a["bytes"], a["status_4xx"], a["status_5xx"], a["errors"]) == (3, 300, 1, 1, 0)
     assert [(h["host"], h["errors"], h["status_5xx"], h["reason"]) for h in top["failing"]] == \
-        [("b.test", 3, 0, "connect_timeout"), ("a.test", 0, 1, ""), ("c.test", 1, 0, "dns_nxdomain")]
+        [("b.test", 3, 0, "connect_timeout"), ("a.test", 0, 1, ""), ("c.test", 1, 0, "dns_nxdomain"),
+         ("e.test", 1, 0, "body_too_large")]
+    assert top["busiest"][1]["pages"] == 1
     assert "d.test" not in tally.hosts
 
 
