@@ -78,6 +78,7 @@ def parse_status(node: str, url: str, text: str) -> NodeStatus:
     crawl = NodeStatus(node=node, url=url, up=True)      # from the crawler_crawl_* gauges, when exported
     crawl_seen = False
     for family in text_string_to_metric_families(text):
+        seen = seen or family.name == "crawler_pages"        # a node that has fetched nothing yet has no sample
         for s in family.samples:
             name, labels, value = s.name, s.labels, s.value
             if name == "crawler_pages_total":

@@ -3,7 +3,8 @@
 # extras, checks it with ruff and mypy (both configured in pyproject.toml; the
 # tests do not run while either fails), installs the Debian packages the tests
 # start as real servers (nginx, dnsmasq, prometheus, tinyproxy, microsocks),
-# GNU wget (the reference crawler), iptables (the chaos test) and the
+# GNU wget (the reference crawler), iptables (the chaos test), chromium with
+# its driver (the console's browser test, driven by selenium) and the
 # documentation packages whose HTML sites the real-web tests crawl, then runs
 # pytest.
 #
@@ -38,6 +39,8 @@ have tinyproxy    || missing+=(tinyproxy)
 have microsocks   || missing+=(microsocks)
 have wget         || missing+=(wget)
 have iptables     || missing+=(iptables)   # the chaos test's partitions and lossy link (tests/faults/chaos_support.py)
+have chromium     || missing+=(chromium)   # the console in a real browser (tests/integration/test_console_browser.py)
+have chromedriver || missing+=(chromium-driver)
 # Real sites nobody here wrote, each from another generator (tests/integration/realsites.py).
 for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide postfix-doc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

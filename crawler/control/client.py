@@ -4,6 +4,7 @@
     crawler ctl -c cluster.yaml block HOST|.DOMAIN ... | unblock HOST|.DOMAIN ...
     crawler ctl -c cluster.yaml delay HOST|.DOMAIN SECONDS          (0 removes it)
     crawler ctl -c cluster.yaml seeds add URL ... | seeds add -f FILE
+    crawler ctl -c cluster.yaml token          (prints the control token, for the console page)
 
 Every node gets the command at once, at `http://<host>:<metrics_port>/control/...`
 (server.py), with the control token computed from the cluster secret the
@@ -184,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("resume", help="go on after pause")
     sub.add_parser("stop", help="stop every node cleanly, as SIGTERM does (a later start resumes)")
     sub.add_parser("status", help="crawler status's table and each node's pause, blocks and delays")
+    sub.add_parser("token", help="print the control token (paste it into the console page at / on a node's "
+                                 "metrics port); asks no node")
     for name, what in (("block", "drop the queued URLs of these hosts and refuse new ones"),
                        ("unblock", "lift a block (URLs dropped meanwhile stay dropped)")):
         p = sub.add_parser(name, help=what)
@@ -214,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         if secret is None:
             raise ConfigError(f"{args.config}: cluster: no cluster secret (cluster.secret_env or secret_file): "
                               f"changes need the control token made from it, and the nodes refuse them without one")
+        if args.command == "token":
+            print(control_token(secret))
+            return 0
         path, bodies = _request(args)
     except ConfigError as exc:
         print(f"crawler ctl: configuration error: {exc}", file=sys.stderr)

@@ -50,6 +50,7 @@ from crawler._native import COMPILED, KERNELS, kernels_line
 from crawler.cache import Cache, cache_from_config
 from crawler.config import Config, ConfigError, cluster_secret, node_config
 from crawler.config.schema import CacheConfig, NodeConfig
+from crawler.console import Console
 from crawler.control.controller import Control
 from crawler.control.server import routes as control_routes
 from crawler.due import DiskDUE
@@ -141,6 +142,8 @@ class Node:
         register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
         self.records = Records(self.counters, self.registry)
         self.control = Control(self)                 # crawler ctl: pause, seeds, blocks, delays (crawler/control)
+        self.console = Console(self)                 # the page at / on the metrics port (crawler/console)
+        self.records.on_fetch = self.console.tally.record
         self.lookups = PromptLookups(self, self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
@@ -389,7 +392,7 @@ class Node:
         self.records.open(c, self.data_dir, self.node_id)
         if c.metrics.enabled:
             self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port,
-                                                routes=control_routes(self.control))
+                                                routes=control_routes(self.control) + self.console.routes())
             await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
                                self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)

@@ -37,6 +37,7 @@ class Records:
         self.counts = counts
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
+        self.on_fetch: Callable[[FetchResult, str], None] | None = None    # the console's tally (crawler/console)
         self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
                                        buckets=FETCH_BUCKETS_S, registry=registry)
         self._observe = {kind: self.fetch_seconds.labels(kind).observe for kind in ("page", "robots")}
@@ -72,6 +73,8 @@ class Records:
                 self.warc.write(result)
         if result.reason != "ok":
             c.errors[result.reason] += 1
+        if self.on_fetch is not None:
+            self.on_fetch(result, kind)
         if self.crawl_log is not None:
             line = {"url": result.url, "kind": kind, "status": result.status, "reason": result.reason,
                     "bytes": result.wire_bytes, "duration_s": round(result.duration_s, 6),

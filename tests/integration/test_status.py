@@ -189,3 +189,10 @@ def test_parse_status_refuses_what_is_not_a_crawler():
 
 def test_human_bytes():
     assert [human_bytes(n) for n in (0, 1023, 1024, 5 * 1024 ** 3)] == ["0 B", "1023 B", "1.0 KiB", "5.0 GiB"]
+
+
+def test_parse_status_of_a_node_that_has_fetched_nothing_yet():
+    """Its counter families are there without samples: up, with zero pages (not down, as it was shown)."""
+    row = parse_status("0", "http://x/metrics", "# HELP crawler_pages_total Fetches.\n"
+                                                "# TYPE crawler_pages_total counter\n")
+    assert row.up and row.pages == 0

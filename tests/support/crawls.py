@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-from tests.support.configs import one_node_config
+import yaml
+from tests.support.configs import SECRET, cluster_config, one_node_config, write_config
+from tests.support.processes import start_crawler
 
 from crawler.config import from_dict
 from crawler.node import Node
@@ -43,6 +47,18 @@ def politeness_shortfalls(requests, manifest, crawl_records: list[dict], delay_f
 def page_requests(web: TestWebProcess) -> int:
     """Requests the test web has logged so far, robots.txt not counted."""
     return sum(1 for r in web.requests() if r.path != ROBOTS_PATH)
+
+
+def start_test_cluster(tmp: Path, seeds: str, **extra: Any) -> tuple[Path, list[int], subprocess.Popen]:
+    """The test cluster (`cluster_config`, `extra` its sections) as `crawler cluster` in the background, with
+    its secret: stdout piped (the summary lines), stderr in tmp/cluster.err. (config, metrics ports, process);
+    the caller stops the process (`stop_process`)."""
+    config = write_config(tmp / "crawl.yaml", cluster_config(tmp, seeds, **extra))
+    ports = [n["metrics_port"] for n in yaml.safe_load(config.read_text())["cluster"]["nodes"]]
+    with (tmp / "cluster.err").open("wb") as err:
+        proc = start_crawler(["cluster", "-c", str(config), "--progress-interval", "0"],
+                             stdout=subprocess.PIPE, stderr=err, env=SECRET)
+    return config, ports, proc
 
 
 @contextlib.asynccontextmanager
