@@ -32,7 +32,7 @@ from pathlib import Path
 
 from crawler.config import Config, ConfigError, cluster_secret, load
 from crawler.control.hosts import PatternError, parse_pattern
-from crawler.control.token import control_token
+from crawler.control.token import control_token, local_secret_path
 
 DEFAULT_TIMEOUT_S = 10.0
 """How long one node may take to answer one request (a seeds part waits for the DUE)."""
@@ -203,6 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _local_secret(config: Config, source: str) -> bytes:
+    """A single node without a cluster secret keeps its own in its data_dir (token.py): read it there."""
+    node = config.cluster.nodes[0]
+    path = local_secret_path(Path(config.crawl.data_dir.replace("{node}", str(node.id))) / "state")
+    try:
+        return path.read_text(encoding="ascii").strip().encode("ascii")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cluster: no cluster secret (cluster.secret_env or secret_file), and the "
+                          f"node's own control secret {path} cannot be read ({exc.strerror or exc}): run this "
+                          f"on the node's machine as its user, after the node has started") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -213,10 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             text, answers = _status(config, args.timeout, args.json)
             print(text)
             return 0 if all(a.ok for a in answers) else 1
-        secret = cluster_secret(config, args.config)
-        if secret is None:
-            raise ConfigError(f"{args.config}: cluster: no cluster secret (cluster.secret_env or secret_file): "
-                              f"changes need the control token made from it, and the nodes refuse them without one")
+        secret = cluster_secret(config, args.config) or _local_secret(config, args.config)
         if args.command == "token":
             print(control_token(secret))
             return 0

@@ -35,7 +35,7 @@ from crawler.config import ConfigError, cluster_secret
 from crawler.control.hosts import HostPatterns, PatternError, parse_pattern
 from crawler.control.metrics import ControlCollector
 from crawler.control.settings import ControlSettings, SettingsError
-from crawler.control.token import control_token
+from crawler.control.token import control_token, local_secret
 from crawler.state import StateStore
 from crawler.urls import canonicalize, host_of
 
@@ -65,7 +65,7 @@ class Control:
         self.settings = ControlSettings()
         self.blocked = HostPatterns()
         self.delays = HostPatterns()
-        self.token: str | None = None             # None: no cluster secret, changes are refused
+        self.token: str | None = None             # set at start: from the cluster's secret or the node's own
         self.dropped = 0                          # queued URLs removed by a block (this process)
         self.rejected = 0                         # new URLs refused by a block (this process)
         self.restored_dropped = 0                 # the same, before this process (ControlTotals)
@@ -82,7 +82,13 @@ class Control:
         drops what a crash's journal brought back to the frontier)."""
         node = self.node
         secret = cluster_secret(node.config, node.source)
-        self.token = control_token(secret) if secret is not None else None
+        if secret is None:                        # a single node: its own secret (token.py)
+            try:
+                secret = local_secret(self.state_dir)
+            except OSError as exc:
+                raise ConfigError(f"node {node.node_id}: cannot keep the control secret in {self.state_dir}: "
+                                  f"{exc.strerror or exc}") from None
+        self.token = control_token(secret)
         try:
             settings = ControlSettings.load(self.state_dir)
         except SettingsError as exc:

@@ -170,9 +170,10 @@ HOST_DELAY_S = 0.25       # `delay` of one host: its requests after the restart 
 STEP_TIMEOUT_S = 30.0
 
 
-async def _command(session: aiohttp.ClientSession, port: int, path: str, body: dict | None = None) -> dict:
+async def _command(session: aiohttp.ClientSession, port: int, path: str, body: dict | None = None,
+                   token: str = control_token(SECRET_VALUE.encode())) -> dict:
     async with session.post(f"http://127.0.0.1:{port}/control/{path}", json=body,
-                            headers={"Authorization": f"Bearer {control_token(SECRET_VALUE.encode())}"}) as resp:
+                            headers={"Authorization": f"Bearer {token}"}) as resp:
         assert resp.status == 200, await resp.text()
         return await resp.json()
 
@@ -198,8 +199,9 @@ async def _status_when_up(session: aiohttp.ClientSession, port: int) -> dict:
 
 async def test_block_delay_pause_and_new_seeds_hold_across_a_restart(tmp_path, monkeypatch):
     """`stop` drains like SIGTERM; the restarted node is still paused, still blocks and delays, keeps the
-    block counts, and takes the seed added to the seeds file meanwhile, and only that one."""
-    monkeypatch.setenv(SECRET_ENV, SECRET_VALUE)
+    block counts, and takes the seed added to the seeds file meanwhile, and only that one. The node has
+    no cluster secret: it keeps its own in its data_dir, and `crawler ctl` on this machine reads it."""
+    monkeypatch.delenv(SECRET_ENV, raising=False)
     log_path = tmp_path / "access.log.jsonl"
     async with TestWebServer(RESTART_WEB, log_path) as server:
         web = server.web
@@ -209,19 +211,21 @@ async def test_block_delay_pause_and_new_seeds_hold_across_a_restart(tmp_path, m
         raw = one_node_config(tmp_path / "node-{node}", seeds_file=seeds, metrics_port=port, workers=8,
                               fetch={"dns": {"overrides": {f"*.{RESTART_WEB.domain}": "127.0.0.1"}}},
                               politeness={"min_delay_s": 0.05}, metrics={"progress_interval_s": 0})
-        raw["cluster"]["secret_env"] = SECRET_ENV
+        raw["cluster"]["secret_env"] = SECRET_ENV                          # not set: no cluster secret
         config = from_dict(raw)
+        config_path = write_config(tmp_path / "crawl.yaml", raw)
         blocked, delayed = web.hosts[1].name, web.hosts[2].name
         pages = lambda: [r for r in read_access_log(log_path) if r.path != ROBOTS_PATH]  # noqa: E731
         async with aiohttp.ClientSession() as session:
             first = Node(config, 0)
             run = asyncio.create_task(first.run())
             await _until(lambda: len(pages()) >= 10, "the first pages")
-            dropped = (await _command(session, port, "block", {"pattern": blocked}))["dropped"]
+            token = control_token((tmp_path / "node-0" / "state" / "control.secret").read_text().strip().encode())
+            dropped = (await _command(session, port, "block", {"pattern": blocked}, token))["dropped"]
             t_block = time.time()
-            await _command(session, port, "delay", {"pattern": delayed, "seconds": HOST_DELAY_S})
-            await _command(session, port, "pause")
-            await _command(session, port, "stop")
+            await _command(session, port, "delay", {"pattern": delayed, "seconds": HOST_DELAY_S}, token)
+            await _command(session, port, "pause", None, token)
+            await _command(session, port, "stop", None, token)
             summary = await asyncio.wait_for(run, STEP_TIMEOUT_S)
             assert summary["stop"] == "ctl_stop" and summary["control"]["paused"]
             assert summary["control"]["blocked_urls"]["dropped"] == dropped
@@ -235,7 +239,8 @@ async def test_block_delay_pause_and_new_seeds_hold_across_a_restart(tmp_path, m
             assert status["paused"] and status["blocked"] == [blocked] and status["delays"] == {delayed: HOST_DELAY_S}
             await asyncio.sleep(1.0)
             assert [r for r in pages() if r.start >= t_restart] == []          # still paused
-            await _command(session, port, "resume")
+            code, out, err = await asyncio.to_thread(ctl, config_path, "resume", env={})   # the node's own secret
+            assert code == 0, (out, err)
             summary2 = await asyncio.wait_for(run, STEP_TIMEOUT_S)
     assert summary2["stop"] == "done" and summary2["resumed"]
     assert summary2["control"]["blocked_urls"]["dropped"] >= dropped           # crawl totals, restored

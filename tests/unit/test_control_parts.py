@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 
 import pytest
 
 from crawler.config.schema import FrontierConfig
 from crawler.control import ControlSettings, HostPatterns, PatternError, control_token, parse_pattern, token_status
 from crawler.control.settings import FILE, SettingsError
-from crawler.control.token import MISSING, OK, WRONG
+from crawler.control.token import MISSING, OK, WRONG, local_secret, local_secret_path
 from crawler.frontier import Frontier
 
 SECRET = b"a-test-secret-of-some-length"
@@ -149,3 +151,12 @@ async def test_refused_requeue_and_least_delay():
     f.release("b", 0.01)                                   # the operator's 0.2 s wins over the host's 0.01 s
     await asyncio.wait_for(f.get(), 1)
     assert loop.time() - t0 >= 0.19
+
+
+def test_a_node_without_a_cluster_secret_keeps_its_own_readable_by_its_owner_only(tmp_path):
+    state = tmp_path / "state"
+    first = local_secret(state)
+    mode = stat.S_IMODE(os.stat(local_secret_path(state)).st_mode)
+    assert mode == 0o600 and len(first) == 64
+    assert local_secret(state) == first                                   # kept: the same token after a restart
+    assert local_secret(tmp_path / "other" / "state") != first            # random per node
