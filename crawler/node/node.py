@@ -67,6 +67,8 @@ from crawler.node.seeds import add_seeds
 from crawler.node.totals import CrawlTotals, PageCounts
 from crawler.node.visit import Visitor
 from crawler.peers import PeerNetwork
+from crawler.reports.endpoint import routes as report_routes
+from crawler.reports.state import ReportState
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
@@ -131,6 +133,7 @@ class Node:
         register_process_metrics(self.registry, node_id=node_id, cluster=c.cluster.name)
         self.records = Records(self.counters, self.registry)
         self.control = Control(self)                 # crawler ctl: pause, seeds, blocks, delays (crawler/control)
+        self.report_state = ReportState(self, self.records.tally)   # crawler report (crawler/reports)
         self.lookups = PromptLookups(self, self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
@@ -149,7 +152,8 @@ class Node:
         if self.peers is not None:
             parts.append(PeerSpoolState(self.peers))
         parts += [p for p in (self.robots, self.resolver) if p is not None]
-        parts += [self.control.part, CrawlTotals(self)]
+        # The report's tally after the totals: its restore sets the totals the crawl log counts (crawler/reports).
+        parts += [self.control.part, CrawlTotals(self), self.report_state]
         return parts
 
     def _scorer(self) -> InlinkScorer | OracleScorer | None:
@@ -349,9 +353,10 @@ class Node:
             restore_all(self.parts, self.state)
         self.control.start()
         self.records.open(c, self.data_dir, self.node_id)
+        self.report_state.begin()
         if c.metrics.enabled:
             self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port,
-                                                routes=control_routes(self.control))
+                                                routes=control_routes(self.control) + report_routes(self))
             await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
                                self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)

@@ -12,6 +12,7 @@ from crawler.config import Config
 from crawler.fetch import FetchResult
 from crawler.node.totals import PageCounts
 from crawler.parse import content_fingerprint
+from crawler.reports.tally import Tally
 from crawler.store import CrawlLog, WarcStore
 
 # Fetch-latency histogram buckets: loopback test webs answer in milliseconds, the web in seconds.
@@ -27,6 +28,7 @@ class Records:
 
     def __init__(self, counts: PageCounts, registry: CollectorRegistry) -> None:
         self.counts = counts
+        self.tally = Tally()             # per-host aggregates for `crawler report` (crawler/reports)
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
         self.fetch_seconds = Histogram("crawler_fetch_duration_seconds", "Duration of fetches, by kind.", ["kind"],
@@ -46,6 +48,7 @@ class Records:
 
     def write_line(self, line: dict) -> None:
         """A crawl-log line of a URL that was not fetched (refused or dropped)."""
+        self.tally.skip(line["url"], line["reason"], "dropped" in line)
         if self.crawl_log is not None:
             self.crawl_log.write(line)
 
@@ -64,6 +67,8 @@ class Records:
                 self.warc.write(result)
         if result.reason != "ok":
             c.errors[result.reason] += 1
+        self.tally.fetch(result.url, kind, result.status, result.reason, result.wire_bytes, result.content_type,
+                         failure, links)
         if self.crawl_log is not None:
             line = {"url": result.url, "kind": kind, "status": result.status, "reason": result.reason,
                     "bytes": result.wire_bytes, "duration_s": round(result.duration_s, 6),
