@@ -44,6 +44,22 @@ class HostRow:
     dropped: int = 0
     """URLs dropped unfetched: the origin failed for good, or its robots.txt stayed unreachable."""
 
+    def frozen(self) -> tuple:
+        """An immutable copy, cheap to take (the checkpoint's snapshot, on the event loop): `thaw` makes
+        the JSON of it elsewhere."""
+        return (self.fetched, self.bytes, tuple(self.status), dict(self.failures) if self.failures else None,
+                self.robots_fetches, self.robots_denied, self.dropped)
+
+    @staticmethod
+    def thaw(frozen: tuple) -> dict[str, Any]:
+        """`to_json` of a `frozen` copy."""
+        fetched, wire, status, failures, robots_fetches, robots_denied, dropped = frozen
+        out: dict[str, Any] = {"fetched": fetched, "bytes": wire, "status": list(status),
+                               "robots_fetches": robots_fetches, "robots_denied": robots_denied, "dropped": dropped}
+        if failures:
+            out["failures"] = failures
+        return out
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fetched": self.fetched, "bytes": self.bytes, "status": list(self.status),
                                "robots_fetches": self.robots_fetches, "robots_denied": self.robots_denied,
@@ -87,6 +103,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.hosts: dict[str, HostRow] = {}
+        self._watchers: list[set[str]] = []      # each reader's hosts changed since it last looked (`watch`)
         self.codes: Counter = Counter()          # page status code -> responses
         self.mime: Counter = Counter()           # page media type ("" when none) -> responses
         # The node's own counts, as PageCounts keeps them (crawler/node/totals.py).
@@ -103,6 +120,8 @@ class Tally:
         self.bad_lines = 0                       # crawl-log lines that could not be read (add_line)
 
     def _row(self, host: str) -> HostRow:
+        for changed in self._watchers:
+            changed.add(host)
         row = self.hosts.get(host)
         if row is None:
             row = self.hosts[host] = HostRow()
@@ -166,6 +185,14 @@ class Tally:
                 self.skip(url, reason, "dropped" in line)
         except (KeyError, TypeError, ValueError):
             self.bad_lines += 1
+
+    def watch(self) -> set[str]:
+        """A set that every host changed from now on joins, holding every host known now: a reader that
+        copies rows (the checkpoint, the endpoint) copies those it finds there and clears it, instead of
+        copying every row each time."""
+        changed = set(self.hosts)
+        self._watchers.append(changed)
+        return changed
 
     def merge(self, other: Tally) -> None:
         """Add another tally (another node's, or the lines after a checkpoint)."""
