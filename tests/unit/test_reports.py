@@ -187,3 +187,34 @@ def test_the_tables_sum_the_nodes_and_are_written_as_csv_and_json(tmp_path):
     assert json.loads(files["status_codes.json"].read_text()) == [{"status": 200, "class": "2xx", "responses": 2}]
     assert json.loads(files["mime_types.json"].read_text())[0] == {"mime_type": "text/html", "responses": 2,
                                                                    "share": 1.0}
+
+
+def test_a_restart_counts_the_lines_after_the_checkpoint_and_sets_the_totals_from_them(tmp_path):
+    """After a SIGKILL: the saved tally covers the first line, the crawl log holds two more; the node's
+    restored totals (stale in counters.jsonl) become those of all three lines."""
+    from tests.support.configs import one_node_config
+
+    from crawler.config import from_dict
+    from crawler.node import Node
+    from crawler.reports.state import STATE_NAME, STATE_VERSION
+
+    node = Node(from_dict(one_node_config(tmp_path / "node-{node}")), 0, fresh=True)
+    try:
+        lines = [{"url": f"http://a.test/{i}", "kind": "page", "status": 200 + 200 * i, "reason": "ok",
+                  "bytes": 10, "duration_s": 0.1} for i in range(3)]
+        text = [json.dumps(x) + "\n" for x in lines]
+        (tmp_path / "node-0" / "crawl.log.jsonl").write_text("".join(text))
+        saved = Tally()
+        saved.add_line(lines[0])
+        head = {"start": 0, "offset": len(text[0]), "totals": saved.totals_json()}
+        node.state.write(STATE_NAME, STATE_VERSION, [head, {"h": "a.test", **saved.hosts["a.test"].to_json()}])
+        node.restored = PageCounts(fetches=7, retries=3)             # the counters file: another instant
+        node.report_state.restore(node.state)
+        r = node.restored
+        assert (r.fetches, r.page_fetches, r.retries) == (3, 3, 3)     # retries: not in the log, kept
+        assert r.pages == Counter({("2xx", "page"): 1, ("4xx", "page"): 1, ("6xx", "page"): 1})
+        row = node.records.tally.hosts["a.test"]
+        assert (row.fetched, row.bytes, row.status) == (3, 30, [0, 1, 0, 1, 0, 1])
+        assert node.report_state.start == 0
+    finally:
+        node.due.close()
