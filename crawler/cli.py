@@ -83,6 +83,12 @@ def _cmd_ctl(argv: list[str]) -> int:
     return ctl_main(argv)
 
 
+def _cmd_report(argv: list[str]) -> int:
+    from crawler.reports.cli import main as report_main
+
+    return report_main(argv)
+
+
 def _cmd_replay(argv: list[str]) -> int:
     from crawler.replay.cli import main as replay_main
 
@@ -96,8 +102,8 @@ def _cmd_synth(argv: list[str]) -> int:
 
 
 # Commands with parsers of their own: the rest of the line is handed over untouched.
-_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "ctl": _cmd_ctl, "replay": _cmd_replay,
-                 "synth": _cmd_synth}
+_PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "ctl": _cmd_ctl, "report": _cmd_report,
+                 "replay": _cmd_replay, "synth": _cmd_synth}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="one table of every node's /metrics (see `crawler status --help`)", add_help=False)
     sub.add_parser("ctl", help="control a running cluster: pause, resume, seeds add, block, delay, stop, status "
                                "(see `crawler ctl --help`)", add_help=False)
+    sub.add_parser("report", help="the cluster's per-host, status, MIME, seed and summary report as CSV and JSON "
+                                  "(see `crawler report --help`)", add_help=False)
     sub.add_parser("replay", help="simulate URL cache policies over logged splitter streams "
                                   "(see `crawler replay --help`)", add_help=False)
     sub.add_parser("synth", help="write a URL stream from the paper's model of crawling threads, for replay "

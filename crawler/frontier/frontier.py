@@ -23,8 +23,8 @@ import heapq
 import logging
 import tempfile
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -38,6 +38,7 @@ from crawler.frontier.politeness import AddressBook
 from crawler.frontier.segments import DEFAULT_SEGMENT_BYTES, ChunkRef, SegmentStore
 from crawler.frontier.spill import Spiller
 from crawler.frontier.stats import FrontierStats
+from crawler.urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -508,6 +509,14 @@ class Frontier(FrontierCheckpoints):
         """URLs queued for `host` (RAM and disk; not the one in flight)."""
         h = self._hosts.get(host)
         return h.queued if h is not None else 0
+
+    def queued_hosts(self) -> Iterator[tuple[str, int]]:
+        """(host, URLs it would still fetch) of every host with a queue (`crawler report`): a URL done
+        but still queued after a restart is skipped when its turn comes, so it is not counted."""
+        done = Counter(host_of(url) for url in self._done)
+        for h in self._hosts.values():
+            if h.queued > done[h.name]:
+                yield h.name, h.queued - done[h.name]
 
     @property
     def busy_hosts(self) -> int:

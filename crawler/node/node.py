@@ -70,6 +70,8 @@ from crawler.node.seeds import add_seeds, read_seeds
 from crawler.node.totals import CrawlTotals, PageCounts
 from crawler.node.visit import Visitor
 from crawler.peers import PeerNetwork
+from crawler.reports.endpoint import routes as report_routes
+from crawler.reports.state import ReportState
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
@@ -144,6 +146,7 @@ class Node:
         self.control = Control(self)                 # crawler ctl: pause, seeds, blocks, delays (crawler/control)
         self.console = Console(self)                 # the page at / on the metrics port (crawler/console)
         self.records.on_fetch = self.console.tally.record
+        self.report_state = ReportState(self, self.records.tally)   # crawler report (crawler/reports)
         self.lookups = PromptLookups(self, self.registry)
         self.metrics_server: MetricsServer | None = None
         self.resolver: Resolver | None = None
@@ -165,7 +168,8 @@ class Node:
         parts.append(self.control.part)
         if self.nearer.active:
             parts.append(self.nearer)
-        parts.append(CrawlTotals(self))
+        # The report's tally after the totals: its restore sets the totals the crawl log counts (crawler/reports).
+        parts += [CrawlTotals(self), self.report_state]
         return parts
 
     def _scorer(self) -> InlinkScorer | OracleScorer | None:
@@ -390,9 +394,11 @@ class Node:
             restore_all(self.parts, self.state)
         self.control.start()
         self.records.open(c, self.data_dir, self.node_id)
+        self.report_state.begin()
         if c.metrics.enabled:
             self.metrics_server = MetricsServer(self.registry, c.metrics.bind, self.me.metrics_port,
-                                                routes=control_routes(self.control) + self.console.routes())
+                                                routes=control_routes(self.control) + self.console.routes()
+                                                + report_routes(self))
             await self._listen("/metrics", "metrics_port", c.metrics.bind, self.me.metrics_port,
                                self.metrics_server.start)
             log.info("node %d: metrics at http://%s:%d/metrics", self.node_id, c.metrics.bind, self.metrics_server.port)

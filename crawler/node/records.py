@@ -12,6 +12,7 @@ from crawler.config import Config
 from crawler.fetch import FetchResult
 from crawler.node.totals import PageCounts
 from crawler.parse import content_fingerprint
+from crawler.reports.tally import Tally
 from crawler.store import CrawlLog, WarcStore
 from crawler.urls.lineage import NO_FP, Lineage
 
@@ -35,6 +36,7 @@ class Records:
 
     def __init__(self, counts: PageCounts, registry: CollectorRegistry) -> None:
         self.counts = counts
+        self.tally = Tally()             # per-host aggregates for `crawler report` (crawler/reports)
         self.crawl_log: CrawlLog | None = None
         self.warc: WarcStore | None = None
         self.on_fetch: Callable[[FetchResult, str], None] | None = None    # the console's tally (crawler/console)
@@ -55,6 +57,7 @@ class Records:
 
     def write_line(self, line: dict) -> None:
         """A crawl-log line of a URL that was not fetched (refused or dropped)."""
+        self.tally.skip(line["url"], line["reason"], "dropped" in line)
         if self.crawl_log is not None:
             self.crawl_log.write(line)
 
@@ -73,6 +76,9 @@ class Records:
                 self.warc.write(result)
         if result.reason != "ok":
             c.errors[result.reason] += 1
+        fields = lineage_fields(lineage) if lineage is not None else None
+        self.tally.fetch(result.url, kind, result.status, result.reason, result.wire_bytes, result.content_type,
+                         failure, links, fields["seed"] if fields is not None else None)
         if self.on_fetch is not None:
             self.on_fetch(result, kind)
         if self.crawl_log is not None:
@@ -92,6 +98,6 @@ class Records:
                 line["failure"] = failure
             if result.detail and result.reason != "ok":
                 line["detail"] = result.detail
-            if lineage is not None:
-                line.update(lineage_fields(lineage))
+            if fields is not None:
+                line.update(fields)
             self.crawl_log.write(line)

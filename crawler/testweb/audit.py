@@ -183,7 +183,7 @@ def request_durations(requests: Iterable[Request], crawl_records: Iterable[dict]
     be fetched more than once (restarts): each request is matched to the first crawl-log line of its URL
     written after it started and at most MATCH_WINDOW_S after it ended (`t`): no earlier fetch's line can
     come after a later fetch started, while a loaded server stamps `end` late, after the crawler logged.
-    A request with no such line (lost with a killed process: the crawl log is buffered) counts the
+    A request with no such line (a request the kill cut: no answer was recorded) counts the
     server's own start-to-end time less END_LAG_TOLERANCE_S, the most a loaded server stamps `end` late.
     Counting 0 s there hid a real shortfall after a restart (a 10 s page re-fetched 46 s later, 60 s
     due); the server's full time flagged fast pages the crawler had timed a millisecond shorter."""

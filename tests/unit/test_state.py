@@ -479,7 +479,7 @@ def test_fresh_removes_the_state_directory_and_resume_needs_state_json(tmp_path)
         Node(config, 0)
     node = Node(config, 0, fresh=True)
     assert not state.exists() and not node.resuming
-    assert [p.name for p in node.parts] == ["due", "frontier", "control_totals", "counters"]   # start() adds the caches
+    assert [p.name for p in node.parts] == ["due", "frontier", "control_totals", "counters", "report"]   # + caches
     node.due.close()
 
 
