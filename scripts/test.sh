@@ -55,6 +55,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
+# What a person looks at after a run (the console's screenshot in headless Chromium) is kept here.
+export CRAWLER_TEST_ARTIFACTS="${CRAWLER_TEST_ARTIFACTS:-$PWD/test-artifacts}"
+mkdir -p "$CRAWLER_TEST_ARTIFACTS"
+
 pytest=(python3 -m pytest -q -p no:cacheprovider --durations=15)
 if [ "$#" -gt 0 ]; then
   exec "${pytest[@]}" "${fast[@]}" "$@"       # a chosen set: as asked, in one process
