@@ -66,6 +66,7 @@ from crawler.node.totals import CrawlTotals, PageCounts
 from crawler.node.visit import Visitor
 from crawler.peers import PeerNetwork
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
+from crawler.splitter.streamlog import NO_WORKER
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
 from crawler.urls import fingerprints, host_of
@@ -162,14 +163,15 @@ class Node:
         return InlinkScorer(f.inlink_bits)
 
     # --- the pipeline ---------------------------------------------------------------
-    async def add_urls(self, urls: list[str]) -> None:
-        """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page)."""
+    async def add_urls(self, urls: list[str], worker: int = NO_WORKER) -> None:
+        """Filter -> splitter -> DUE -> frontier for canonical URLs (hot path: once per page);
+        `worker` is the worker whose page they came from, for the splitter's stream log."""
         if self.storage_error:
             return              # state can no longer be written: the DUE must not call these URLs seen
         urls = self.filter.filter(urls)
         if not urls:
             return
-        fps, urls = await self.splitter.route(urls, fingerprints(urls))
+        fps, urls = await self.splitter.route(urls, fingerprints(urls), worker)
         if urls:
             if self.scorer is not None:
                 self.scorer.count(fps)
@@ -219,8 +221,10 @@ class Node:
         self.frontier.add_many(items)
 
     # --- workers and lifecycle ---------------------------------------------------------
-    async def _worker(self) -> None:
+    async def _worker(self, index: int) -> None:
+        """Worker `index` (0-based, as the splitter's stream log names it) visits until the frontier ends."""
         frontier = self.frontier
+        logged = min(index, NO_WORKER)          # the log's u2 field: workers past 65534 share NO_WORKER
         while True:
             item = await frontier.get()
             if item is None:
@@ -229,7 +233,7 @@ class Node:
             self.inflight += 1
             delay = self.visitor.min_delay_s
             try:
-                delay = await self.visitor.visit(host, url)
+                delay = await self.visitor.visit(host, url, logged)
             except asyncio.CancelledError:
                 # The drain timed out mid-fetch: the URL goes back and is fetched after a restart.
                 frontier.requeue(host, url)
@@ -442,7 +446,7 @@ class Node:
             else:
                 await add_seeds(self)
             self.dir.write_state(finished=False)
-            workers = self._workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
+            workers = self._workers = [asyncio.create_task(self._worker(i), name=f"worker-{i}")
                                        for i in range(self.config.workers)]
             background.append(asyncio.create_task(self.housekeeping.watch(), name="watch"))
             background.append(asyncio.create_task(self.splitter.run_timer(), name="splitter-timer"))

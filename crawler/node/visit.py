@@ -44,6 +44,7 @@ from crawler.fetch.robots import RobotsRules
 from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.links import ParsedPage
 from crawler.parse.mime import HTML
+from crawler.splitter.streamlog import NO_WORKER
 from crawler.urls import canonicalize, host_of, origin_of
 
 if TYPE_CHECKING:
@@ -90,8 +91,9 @@ class Visitor:
             delay = self._max_delay
         return delay if delay > self.min_delay_s else self.min_delay_s
 
-    async def visit(self, host: str, url: str) -> float:
-        """Process one URL whose host we hold; returns the host's next delay."""
+    async def visit(self, host: str, url: str, worker: int = NO_WORKER) -> float:
+        """Process one URL whose host we hold; returns the host's next delay. `worker` (the
+        calling worker's index) goes with the page's links into the splitter's stream log."""
         node = self.node
         rules = None
         if node.robots is not None:
@@ -131,7 +133,7 @@ class Visitor:
         node.records.record(result, "page", len(links), failure, content_fp, truncated)
         if links:
             buffered = node.due.buffered
-            await node.add_urls(links)
+            await node.add_urls(links, worker)
             if node.lookups.wanted(buffered, links, host):
                 node.lookups.lookup(buffered)
         if node.config.crawl.max_pages and self.counts.fetches >= node.config.crawl.max_pages:
