@@ -158,8 +158,8 @@ def test_per_worker_replay_sums_one_cache_per_worker(worker_logs):
 def test_cli_per_worker(worker_logs, tmp_path, capsys):
     root, _ = worker_logs
     out = tmp_path / "out"
-    assert main([str(root), "--per-worker", "--policies", "lru,clock", "--sizes", "1,16", "--engine", "numpy", "--no-plots",
-                 "--quiet", "--out", str(out)]) == 0
+    assert main([str(root), "--per-worker", "--policies", "lru,clock", "--sizes", "1,16", "--engine", "numpy",
+                 "--no-plots", "--quiet", "--out", str(out)]) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert line["per_worker"] is True
     with open(out / "results.csv", newline="") as fh:
