@@ -9,13 +9,16 @@ cache per crawling thread. This bench redoes that on the project's test web:
    crawl's) crawled to the end by a two-node cluster (`crawler cluster`,
    one process per node) with `splitter.log.enabled` on. The logs say which
    worker's page held each URL (stream log version 2).
-2. replay: each crawl's logs through every cache policy, full and cross
-   traces, sizes 2^0 up to a doubling past the largest stream's distinct
-   count: once with one cache per node (`crawler replay ... --threads W`)
-   and once with one cache per worker (`crawler replay ... --per-worker`,
-   each worker's cache of SIZE entries). The replays are the `crawler
-   replay` command itself, run in this process; the bench prints each
-   command line.
+2. replay: each crawl's logs through the paper's policies (CLOCK, CLOCK-SETS,
+   LRU, RANDOM, STATIC, MIN, INFINITE), full and cross traces, sizes 2^0 up
+   to a doubling past the largest stream's distinct count: once with one
+   cache per node (`crawler replay ... --threads W`) and once with one cache
+   per worker (`crawler replay ... --per-worker`, each worker's cache of
+   SIZE entries). The `--main-workers` crawl is also replayed through
+   today's policies (SIEVE, S3-FIFO, ARC, 2Q, W-TinyLFU; pure Python, so at
+   every third power of two only) and MIN, one cache per node. The replays
+   are the `crawler replay` command itself, run in this process; the bench
+   prints each command line.
 3. figures: the PNGs of docs/replay/experiments.md, and the tables quoted
    there, from the replays' results.csv files.
 
@@ -132,7 +135,7 @@ def replay_commands(out: Path, workers: int, args: argparse.Namespace, newer: bo
                     ) -> list[tuple[str, list[str]]]:
     """The replays of one crawl: the paper's policies at every power of two, one cache per node
     and one per worker; with `newer`, also today's policies (pure Python, 20-70 times slower
-    than the compiled ones) at every other power, MIN with them for the ratios."""
+    than the compiled ones) at every third power, one cache per node, MIN with them for the ratios."""
     data = out / f"crawl-{workers}" / "data"
     counts = stream_counts(data)
     (out / f"crawl-{workers}" / "streams.json").write_text(json.dumps(counts, indent=2) + "\n")
@@ -147,12 +150,8 @@ def replay_commands(out: Path, workers: int, args: argparse.Namespace, newer: bo
     ]
     if newer:
         policies = ",".join((*NEWER_POLICIES, "min"))
-        runs += [
-            ("global-new", [*common, "--policies", policies, "--sizes", size_range(node, 2),
-                            "--threads", str(workers), "--out", str(out / f"replay-{workers}-global-new")]),
-            ("worker-new", [*common, "--policies", policies, "--sizes", size_range(worker, 2),
-                            "--per-worker", "--out", str(out / f"replay-{workers}-worker-new")]),
-        ]
+        runs.append(("global-new", [*common, "--policies", policies, "--sizes", size_range(node, 3),
+                                    "--threads", str(workers), "--out", str(out / f"replay-{workers}-global-new")]))
     return runs
 
 
@@ -320,7 +319,7 @@ def tables(out: Path, worker_counts: list[int], main_w: int) -> dict:
     report: dict = {"policies": {}, "threads": {}, "global_vs_worker": {}}
     for trace in ("full", "cross"):
         sizes = sorted({int(r["size"]) for r in glob[main_w] if r["trace"] == trace})
-        picks = [s for s in sizes if math.log2(s) % 2 == 0]
+        picks = [s for s in sizes if math.log2(s) % 3 == 0]       # the sizes today's policies ran at
         report["policies"][trace] = {p: {s: rate_at(glob[main_w], trace, p, s) for s in picks}
                                      for p in FIGURE_POLICIES}
         for w in worker_counts:
@@ -342,6 +341,47 @@ def tables(out: Path, worker_counts: list[int], main_w: int) -> dict:
     return report
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def markdown(out: Path, worker_counts: list[int], report: dict) -> str:
+    """The tables of docs/replay/experiments.md, from the crawls' summaries and `tables`."""
+    lines = ["| workers per node | pages | wall | pages/s | requests (full) | distinct, largest node | "
+             "distinct, largest worker |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for w in worker_counts:
+        crawl_summary = json.loads((out / f"crawl-{w}" / "summary.json").read_text())
+        counts = json.loads((out / f"crawl-{w}" / "streams.json").read_text())
+        lines.append(f"| {w} | {crawl_summary['pages']:,} | {crawl_summary['wall_s']:.0f} s | "
+                     f"{crawl_summary['pages_per_s']:.0f} | {counts['requests']:,} | "
+                     f"{counts['node_distinct_max']:,} | {counts['worker_distinct_max']:,} |")
+    for trace, table in report["policies"].items():
+        sizes = sorted({s for row in table.values() for s in row})
+        lines += ["", f"{trace} trace, miss rate in percent:", "",
+                  "| policy | " + " | ".join(f"2^{int(math.log2(s))}" for s in sizes) + " |",
+                  "|---|" + "---:|" * len(sizes)]
+        for policy, row in table.items():
+            lines.append(f"| {policy} | " + " | ".join(_pct(row.get(s)) for s in sizes) + " |")
+    for trace, by_w in report["threads"].items():
+        lines += ["", f"{trace} trace, LRU's steepest doubling:", "",
+                  "| workers | one cache per node: from size | per worker | fall (points) | "
+                  "one cache per worker: from size | fall (points) |", "|---:|---:|---:|---:|---:|---:|"]
+        for w, t in by_w.items():
+            lines.append(f"| {w} | 2^{int(math.log2(t['steepest_global_size']))} | "
+                         f"{t['steepest_global_per_worker']:.3g} | {100 * t['fall']:.1f} | "
+                         f"2^{int(math.log2(t['steepest_per_worker_size']))} | {100 * t['fall_per_worker']:.1f} |")
+    for trace, by_w in report["global_vs_worker"].items():
+        lines += ["", f"{trace} trace, miss rate in percent at equal memory, one cache per node (of E x W "
+                  "entries) / one cache per worker (of E entries each):", "",
+                  "| workers | policy | " + " | ".join(f"E = {e}" for e in next(iter(by_w.values()))) + " |",
+                  "|---:|---|" + "---:|" * len(next(iter(by_w.values())))]
+        for w, by_e in by_w.items():
+            for policy in ("lru", "clock", "min"):
+                cells = [f"{_pct(g)} / {_pct(p)}" for g, p in (by_e[e][policy] for e in by_e)]
+                lines.append(f"| {w} | {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for the crawls and replays")
@@ -351,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed-hosts", type=int, default=50)
     p.add_argument("--delay-factor", type=float, default=10.0, help="politeness.delay_factor (default 10)")
     p.add_argument("--jobs", type=int, default=2, help="replay worker processes")
+    p.add_argument("--main-workers", type=int, default=20,
+                   help="the crawl whose replay has today's policies too and is drawn per policy (default 20: the "
+                        "pure-Python policies are the costliest part, and every crawl is as long)")
     p.add_argument("--newer-everywhere", action="store_true",
                    help="today's policies on every crawl, not only the middle worker count's")
     p.add_argument("--phase", choices=("all", "crawl", "replay", "figures"), default="all")
@@ -359,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     benchkit.check_kernels(args)
     worker_counts = [int(w) for w in args.workers.split(",")]
-    main_w = worker_counts[len(worker_counts) // 2]
+    main_w = args.main_workers
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict = {"crawls": {}, "replay_s": {}}
     if args.phase in ("all", "crawl"):
@@ -373,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         result["figures"] = [str(p) for p in figures(args.out, worker_counts, args.png_dir, main_w)]
         report = tables(args.out, worker_counts, main_w)
         (args.out / "tables.json").write_text(json.dumps(report, indent=1) + "\n")
+        (args.out / "tables.md").write_text(markdown(args.out, worker_counts, report))
         result["tables"] = str(args.out / "tables.json")
     print(json.dumps(result, default=str))
     return 0
