@@ -297,13 +297,13 @@ def figures(out: Path, worker_counts: list[int], png_dir: Path, main_w: int) -> 
     picks = [s for s in sizes if s in (1 << 8, 1 << 11, 1 << 14)] or sizes[:3]
     fig, axes = _axes(1, len(picks), 11.0, 3.4)
     for ax, size in zip(axes[0], picks):
-        for policy in ("clock", "lru", "sieve", "min", "infinite"):
+        for policy in ("clock", "lru", "random", "min", "infinite"):
             pts = [(int(r["first_request"]) / 1e3, float(r["miss_rate"])) for r in over
                    if r["trace"] == "full" and r["policy"] == policy and int(r["size"]) == size and r["miss_rate"]]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], color=STYLE[policy][0], linewidth=1,
                     label=policy.upper())
-        ax.set_title(f"full trace, size 2^{int(math.log2(size))}", fontsize=10)
-        ax.set_xlabel(f"thousands of requests into each node's stream ({main_w} workers)")
+        ax.set_title(f"full trace, size 2^{int(math.log2(size))}, {main_w} workers", fontsize=10)
+        ax.set_xlabel("thousands of requests into each node's stream", fontsize=8)
         ax.set_ylim(0, 1.02)
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("miss rate per window")
@@ -331,7 +331,7 @@ def tables(out: Path, worker_counts: list[int], main_w: int) -> dict:
                 "steepest_global_size": at, "steepest_global_per_worker": at / w, "fall": round(fall, 4),
                 "steepest_per_worker_size": pat, "fall_per_worker": round(pfall, 4)}
             compare = {}
-            for e in (1, 4, 16, 64, 256):
+            for e in (1, 4, 16, 64, 256, 1024):
                 for policy in ("lru", "clock", "min"):
                     g = interpolate(*series(glob[w], trace, policy), e * w)
                     p = rate_at(per[w], trace, policy, e)
