@@ -134,7 +134,7 @@ def size_range(distinct: int, step: int = 1) -> str:
 def replay_commands(out: Path, workers: int, args: argparse.Namespace, newer: bool
                     ) -> list[tuple[str, list[str]]]:
     """The replays of one crawl: the paper's policies at every power of two, one cache per node
-    and one per worker; with `newer`, also today's policies (pure Python, 20-70 times slower
+    and one per worker; with `newer`, also today's policies (pure Python, 14-70 times slower
     than the compiled ones) at every third power, one cache per node, MIN with them for the ratios."""
     data = out / f"crawl-{workers}" / "data"
     counts = stream_counts(data)
