@@ -49,13 +49,12 @@ import yaml  # noqa: E402
 
 from crawler.cache import PAPER_POLICIES  # noqa: E402
 from crawler.cluster import run_cluster  # noqa: E402
-from crawler.ports import free_ports  # noqa: E402
+from crawler.demo import SECRET_ENV, demo_config  # noqa: E402
 from crawler.replay.cli import main as replay_main  # noqa: E402
 from crawler.replay.traces import load_streams, per_worker_streams  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
 
 NODES = 2
-SECRET_ENV = "PAPER_BENCH_SECRET"
 DEFAULT_WORKERS = "20,100,500"
 WEB_FLAGS = ["--no-slow-host", "--no-bad-host", "--no-trap", "--no-nxdomain-links", "--crawl-delay-hosts", "0"]
 OVER_TIME_WINDOW = 20_000
@@ -70,19 +69,14 @@ STYLE = {"clock": ("tab:blue", "o"), "clock-sets": ("tab:cyan", "P"), "lru": ("t
 
 
 def crawl_config(seeds: str, data: Path, workers: int, delay_factor: float) -> dict:
-    ports = free_ports(2 * NODES)
-    return {
-        "cluster": {"name": "paper", "secret_env": SECRET_ENV, "nodes": [
-            {"id": i, "host": "127.0.0.1", "peer_port": ports[2 * i], "metrics_port": ports[2 * i + 1],
-             "source_address": f"127.0.0.{i + 1}"} for i in range(NODES)]},
-        "crawl": {"seeds_file": seeds, "data_dir": str(data / "node-{node}")},
-        "workers": workers,
-        "politeness": {"delay_factor": delay_factor},
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-        "splitter": {"log": {"enabled": True}},
-        "store": {"warc": {"enabled": False}},
-        "metrics": {"progress_interval_s": 0},
-    }
+    """The demo's cluster on loopback (splitter log on), without HTTPS hosts or WARC files."""
+    config = demo_config(seeds, data, workers, NODES, ca_file="")
+    config["cluster"]["name"] = "paper"
+    config["fetch"] = {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}}
+    config["politeness"] = {"delay_factor": delay_factor}
+    config["store"] = {"warc": {"enabled": False}}
+    config["metrics"] = {"progress_interval_s": 0}
+    return config
 
 
 def crawl(out: Path, workers: int, args: argparse.Namespace) -> dict:
@@ -237,40 +231,37 @@ def _log2(ax, label: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
+def _policy_figure(rows: list[dict], column: str, ylabel: str, title: str, path: Path) -> Path:
+    """One panel per trace, a line per policy of `column` against the node's cache size."""
+    fig, axes = _axes(1, 2)
+    for ax, trace in zip(axes[0], ("full", "cross")):
+        for policy in FIGURE_POLICIES:
+            if column == "relative_to_min" and policy in ("min", "infinite"):
+                continue
+            pts = [(float(r["size"]), float(r[column])) for r in rows
+                   if r["trace"] == trace and r["policy"] == policy and r[column]]
+            color, marker = STYLE[policy]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, markersize=3,
+                    linewidth=1, label=policy.upper())
+        if column == "relative_to_min":
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        _log2(ax, "cache size (entries, one cache per node)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{trace} trace, {title}", fontsize=10)
+    axes[0][0].legend(fontsize=7, ncol=2)
+    return _save(fig, path)
+
+
 def figures(out: Path, worker_counts: list[int], png_dir: Path, main_w: int) -> list[Path]:
     png_dir.mkdir(parents=True, exist_ok=True)
     glob = {w: replay_rows(out, w, "global") for w in worker_counts}
     per = {w: replay_rows(out, w, "worker") for w in worker_counts}
     made = []
-    # 1. Miss rate vs size, every policy, full and cross (Figures 2-7).
-    fig, axes = _axes(1, 2)
-    for ax, trace in zip(axes[0], ("full", "cross")):
-        for policy in FIGURE_POLICIES:
-            xs, ys = series(glob[main_w], trace, policy)
-            color, marker = STYLE[policy]
-            ax.plot(xs, ys, color=color, marker=marker, markersize=3, linewidth=1, label=policy.upper())
-        _log2(ax, "cache size (entries, one cache per node)")
-        ax.set_ylabel("miss rate")
-        ax.set_title(f"{trace} trace, {main_w} workers per node", fontsize=10)
-    axes[0][0].legend(fontsize=7, ncol=2)
-    made.append(_save(fig, png_dir / "experiments_miss_rate.png"))
-    # 2. Relative to MIN.
-    fig, axes = _axes(1, 2)
-    for ax, trace in zip(axes[0], ("full", "cross")):
-        for policy in FIGURE_POLICIES:
-            if policy in ("min", "infinite"):
-                continue
-            pts = [(float(r["size"]), float(r["relative_to_min"])) for r in glob[main_w]
-                   if r["trace"] == trace and r["policy"] == policy and r["relative_to_min"]]
-            color, marker = STYLE[policy]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, markersize=3,
-                    linewidth=1, label=policy.upper())
-        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-        _log2(ax, "cache size (entries, one cache per node)")
-        ax.set_ylabel("miss rate / MIN's")
-        ax.set_title(f"relative to MIN, {trace} trace, {main_w} workers per node", fontsize=10)
-    axes[0][0].legend(fontsize=7, ncol=2)
-    made.append(_save(fig, png_dir / "experiments_relative.png"))
+    # 1. Miss rate vs size, every policy, full and cross (Figures 2-7); 2. the same relative to MIN.
+    made.append(_policy_figure(glob[main_w], "miss_rate", "miss rate", f"{main_w} workers per node",
+                               png_dir / "experiments_miss_rate.png"))
+    made.append(_policy_figure(glob[main_w], "relative_to_min", "miss rate / MIN's",
+                               f"relative to MIN, {main_w} workers per node", png_dir / "experiments_relative.png"))
     # 3. The thread count: LRU against cache size and against entries per thread (Figures 6-9).
     fig, axes = _axes(2, 2)
     shades = dict(zip(worker_counts, ("tab:blue", "tab:orange", "tab:red", "tab:green")))
