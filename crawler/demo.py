@@ -13,6 +13,12 @@ While it runs it says where each node's /metrics is; it prints a table per
 node, where its files are and what to type next (`crawler status`,
 Prometheus), and, last, one JSON line.
 
+The nodes log their splitter streams (`splitter.log.enabled`), and the demo
+ends with what `crawler replay` does with them, in short (`demo_replay`):
+the miss rates of a few cache policies at a few sizes, and a PNG of them
+(matplotlib, the `replay` extra; without it the table alone, and how to get
+the figure).
+
 Its folder (`--dir`, or a new one under the system's temporary directory) is
 kept: the WARC files, crawl logs, node state and the web's access log are
 what a user wants to open next. `--remove` deletes it at the end, and then
@@ -40,6 +46,8 @@ from crawler.testweb.audit import compare, fetch_durations, overlaps, politeness
 from crawler.testweb.process import TestWebProcess
 
 SECRET_ENV = "CRAWLER_CLUSTER_SECRET"
+REPLAY_POLICIES = ("lru", "clock", "sieve", "min")     # the paper's two, a 2024 one, and the floor
+REPLAY_SIZES = (1 << 6, 1 << 8, 1 << 10, 1 << 12)      # around a demo node's distinct cross URLs
 MAX_REPORTED = 10                 # politeness shortfalls printed (all are counted)
 DEMO_HTTPS_SHARE = 0.2            # of the web's hosts HTTPS-only, and as many redirecting http -> https
 
@@ -59,6 +67,7 @@ def demo_config(seeds: str, data_dir: Path, workers: int, nodes: int, ca_file: s
              "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
         "crawl": {"seeds_file": seeds, "data_dir": str(data_dir / "node-{node}")},
         "workers": workers,
+        "splitter": {"log": {"enabled": True}},
         "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}, "tls": {"ca_file": ca_file},
                   "read_timeout_s": 3, "total_timeout_s": 20,
                   "max_body_bytes": 4 << 20, "max_decoded_bytes": 16 << 20},
@@ -115,8 +124,10 @@ def demo(args: argparse.Namespace) -> int:
             "wall_s": round(wall_s, 1),
         }
         print(_table(nodes, report))
+        report["replay"] = demo_replay(root / "data", root / "replay")
         if args.remove:
             shutil.rmtree(root, ignore_errors=True)
+            report["replay"] = {k: None for k in report["replay"]}        # it was in the folder
             print(f"demo: removed {root} (--remove)", file=sys.stderr, flush=True)
         else:
             report["files"] = str(root)
@@ -149,6 +160,8 @@ def _next_steps(root: Path, config_path: Path) -> str:
         "  data/node-*/warc/*.warc.gz    WARC files (warcio index FILE lists their records)",
         "  data/node-*/crawl.log.jsonl   crawl logs, one JSON line per fetch",
         "  data/node-*                   each node's state: frontier, DUE, checkpoints",
+        "  data/node-*/splitter-log      splitter stream logs: crawler replay data/ (crawler replay --help)",
+        "  replay/                       the short replay's results.csv and figure",
         "  web/                          the test web: access.log.jsonl, manifest.json, seeds.txt, ca.crt",
         "next, while a crawl of this config runs (the demo's own has ended):",
         f"  crawler status -c {config_path}",
@@ -178,4 +191,51 @@ def _table(nodes: list[dict], report: dict) -> str:
                  f"{report['robots_forbidden_fetched']}")
     lines.append(f"politeness (server's log): {report['overlapping_requests']} overlapping requests, "
                  f"{report['politeness_violations']} delays shorter than the politeness rules")
+    return "\n".join(lines)
+
+
+def demo_replay(data_dir: Path, out: Path) -> dict:
+    """The splitter streams the nodes logged, replayed through a few policies at a few sizes: prints
+    the table of miss rates and the PNG's path (or how to get the PNG); returns what it wrote."""
+    from crawler.replay import ReplayOptions, load_streams, replay, result_rows
+    from crawler.replay.plots import PlotsUnavailable, plot_miss_rate, require_matplotlib
+    from crawler.replay.results import write_results
+    from crawler.replay.traces import InputError
+
+    try:
+        streams = load_streams([data_dir])
+    except InputError as exc:                       # a crawl stopped before any page: nothing logged
+        print(f"replay: no splitter streams to replay ({exc})")
+        return {"png": None, "results": None}
+    # numpy's LRU pass: numba's would compile for longer than this short stream takes.
+    result = replay(streams, ReplayOptions(policies=REPLAY_POLICIES, sizes=REPLAY_SIZES, engine="numpy"))
+    rows = result_rows(result)
+    out.mkdir(parents=True, exist_ok=True)
+    write_results(out / "results.csv", rows)
+    print(_replay_table(result, rows))
+    try:
+        require_matplotlib()
+    except PlotsUnavailable:
+        print("figure: matplotlib is not installed; pip install -e '.[replay]' for the PNG "
+              f"(the miss rates are in {out / 'results.csv'})")
+        return {"png": None, "results": str(out / "results.csv")}
+    trace = "cross" if result.stats["cross"].requests else "full"
+    png = plot_miss_rate(result, rows, trace, out / f"miss_rate_{trace}.png")
+    print(f"figure: {png}")
+    return {"png": None if png is None else str(png), "results": str(out / "results.csv")}
+
+
+def _replay_table(result, rows) -> str:
+    """Miss rates per trace and policy (rows) and size (columns)."""
+    sizes = result.options.sizes
+    head = f"{'trace':<6} {'policy':<7}" + "".join(f"  {'2^' + str(s.bit_length() - 1):>6}" for s in sizes)
+    lines = ["", "splitter cache replay: miss rate of each policy at each cache size (entries per node)",
+             head, "-" * len(head)]
+    by_key = {(r.trace, r.policy, r.size): r.miss_rate for r in rows}
+    for trace in result.options.traces:
+        st = result.stats[trace]
+        for policy in result.options.policies:
+            cells = "".join(f"  {_rate(by_key.get((trace, policy, s))):>6}" for s in sizes)
+            lines.append(f"{trace:<6} {policy:<7}{cells}")
+        lines.append(f"{'':<6} ({st.requests:,} requests, {st.distinct:,} distinct)")
     return "\n".join(lines)

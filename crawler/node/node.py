@@ -73,6 +73,7 @@ from crawler.peers import PeerNetwork
 from crawler.reports.endpoint import routes as report_routes
 from crawler.reports.state import ReportState
 from crawler.splitter import HostSplitter, Partitioner, StreamLog
+from crawler.splitter.streamlog import NO_WORKER
 from crawler.state import DueState, FrontierState, PeerSpoolState, Stateful, StateStore, restore_all, save_all
 from crawler.termination import Termination
 from crawler.urls import fingerprints, host_of
@@ -185,23 +186,25 @@ class Node:
         return InlinkScorer(f.inlink_bits)
 
     # --- the pipeline ---------------------------------------------------------------
-    async def add_urls(self, urls: list[str], page: Lineage = UNKNOWN, page_fp: int = NO_FP) -> None:
+    async def add_urls(self, urls: list[str], page: Lineage = UNKNOWN, page_fp: int = NO_FP,
+                       worker: int = NO_WORKER) -> None:
         """Filter -> scope -> splitter -> DUE -> frontier for the canonical links of a page (hot path: once
-        per page); `page` is the page's lineage, its links are one hop further."""
+        per page); `page` is the page's lineage, its links are one hop further; `worker` is the worker
+        whose page they came from, for the splitter's stream log."""
         if self.storage_error:
             return              # state can no longer be written: the DUE must not call these URLs seen
         urls = self.control.admit(self.filter.filter(urls))
         urls, cut = self.scope.admit(urls, page.hops + 1, page.seed)
         if cut and self.nearer.active and page_fp != NO_FP:
             self.nearer.remember_cut(page_fp, page.hops, page.seed, cut)
-        await self._route(urls, page.hops + 1, page.seed, page_fp)
+        await self._route(urls, page.hops + 1, page.seed, page_fp, worker)
 
-    async def _route(self, urls: list[str], hops: int, seed: int, via: int) -> None:
+    async def _route(self, urls: list[str], hops: int, seed: int, via: int, worker: int = NO_WORKER) -> None:
         """Canonical URLs in scope, all at `hops` from `seed`, found on page `via`: tagged with that lineage
         (crawler/urls/lineage.py), split by owner, ours into the DUE."""
         if not urls:
             return
-        fps, urls = await self.splitter.route(tag_all(urls, hops, seed, via), fingerprints(urls))
+        fps, urls = await self.splitter.route(tag_all(urls, hops, seed, via), fingerprints(urls), worker)
         if urls:
             if self.scorer is not None:
                 self.scorer.count(fps)
@@ -268,8 +271,10 @@ class Node:
         self.frontier.add_many(items)
 
     # --- workers and lifecycle ---------------------------------------------------------
-    async def _worker(self) -> None:
+    async def _worker(self, index: int) -> None:
+        """Worker `index` (0-based, as the splitter's stream log names it) visits until the frontier ends."""
         frontier = self.frontier
+        logged = min(index, NO_WORKER)          # the log's u2 field: workers past 65534 share NO_WORKER
         while True:
             item = await frontier.get()
             if item is None:
@@ -278,7 +283,7 @@ class Node:
             self.inflight += 1
             delay = self.visitor.min_delay_s
             try:
-                delay = await self.visitor.visit(host, url)
+                delay = await self.visitor.visit(host, url, logged)
             except asyncio.CancelledError:
                 # The drain timed out mid-fetch: the URL goes back and is fetched after a restart.
                 frontier.requeue(host, url)
@@ -496,7 +501,7 @@ class Node:
             # the config or the seeds file while the crawl was stopped are taken, and only those.
             await add_seeds(self)
             self.dir.write_state(finished=False)
-            workers = self._workers = [asyncio.create_task(self._worker(), name=f"worker-{i}")
+            workers = self._workers = [asyncio.create_task(self._worker(i), name=f"worker-{i}")
                                        for i in range(self.config.workers)]
             background.append(asyncio.create_task(self.housekeeping.watch(), name="watch"))
             background.append(asyncio.create_task(self.splitter.run_timer(), name="splitter-timer"))

@@ -45,6 +45,7 @@ from crawler.node.records import lineage_fields
 from crawler.parse import ContentSeen, LinkExtractor, content_fingerprint, parse_kind
 from crawler.parse.links import ParsedPage
 from crawler.parse.mime import HTML
+from crawler.splitter.streamlog import NO_WORKER
 from crawler.urls import canonicalize, fingerprint, host_of, origin_of
 from crawler.urls.lineage import split
 
@@ -92,9 +93,10 @@ class Visitor:
             delay = self._max_delay
         return delay if delay > self.min_delay_s else self.min_delay_s
 
-    async def visit(self, host: str, item: str) -> float:
+    async def visit(self, host: str, item: str, worker: int = NO_WORKER) -> float:
         """Process one URL whose host we hold (`item`: the URL tagged with its lineage, as queued); returns
-        the host's next delay."""
+        the host's next delay. `worker` (the calling worker's index) goes with the page's links into the
+        splitter's stream log."""
         node = self.node
         url, lineage = split(item)
         rules = None
@@ -139,7 +141,7 @@ class Visitor:
         node.records.record(result, "page", len(links), failure, content_fp, truncated, lineage)
         if links:
             buffered = node.due.buffered
-            await node.add_urls(links, lineage, page_fp)
+            await node.add_urls(links, lineage, page_fp, worker)
             if node.lookups.wanted(buffered, links, host):
                 node.lookups.lookup(buffered)
         if node.config.crawl.max_pages and self.counts.fetches >= node.config.crawl.max_pages:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 from crawler.cache import PAPER_POLICIES, POLICY_NAMES
@@ -22,7 +23,8 @@ from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
 from crawler.replay.stack import ENGINES
-from crawler.replay.traces import TRACES, InputError, load_streams
+from crawler.replay.traces import TRACES, InputError, load_streams, per_worker_streams
+from crawler.splitter.streamlog import NO_WORKER
 
 DEFAULT_OUT = "replay-out"
 DEFAULT_SIZES_TEXT = "2^0..2^25"
@@ -104,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=_positive, default=None, metavar="N",
                         help="worker threads that shared each cache in the crawl: adds entries per thread "
                              "to results.csv and the per-thread figure")
+    parser.add_argument("--per-worker", action="store_true",
+                        help="one cache per crawling worker instead of one per node (version-2 logs): each "
+                             "worker's cache has SIZE entries, so a node's caches hold SIZE x workers in all; "
+                             "misses are summed over the workers; --threads defaults to the workers per node")
     parser.add_argument("--over-time", type=_positive, default=None, metavar="WINDOW",
                         help="also record the miss rate in windows of WINDOW requests along each stream")
     parser.add_argument("--over-time-sizes", default=None, metavar="LIST",
@@ -134,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = parse_sizes(args.over_time_sizes) if args.over_time_sizes else None
         traces = parse_traces(args.trace) if args.trace else None
         streams = load_streams(args.inputs)
+        if args.per_worker:
+            streams = per_worker_streams(streams)
+            per_node = Counter(s.name.rsplit(" worker ", 1)[0] for s in streams if s.worker != NO_WORKER)
+            args.threads = args.threads or max(per_node.values(), default=1)
     except (ValueError, InputError) as exc:
         return _fail(str(exc))
     with_flags = any(s.has_flags() for s in streams)
@@ -161,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     finally:
         progress.close()
-    rows = result_rows(result, args.threads)
+    rows = result_rows(result, args.threads, args.per_worker)
     files: dict[str, str | list[str]] = {"results": str(out / "results.csv")}
     write_results(out / "results.csv", rows)
     if options.window is not None:
@@ -170,10 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plots:
         from crawler.replay.plots import plot_all
 
-        files["plots"] = [str(p) for p in plot_all(result, rows, out, args.threads, chosen)]
+        # Per worker, the sizes are already a worker's entries: the size figures are the per-thread ones.
+        threads = None if args.per_worker else args.threads
+        files["plots"] = [str(p) for p in plot_all(result, rows, out, threads, chosen)]
     data = summary(result, [str(p) for p in args.inputs], files)
+    data["per_worker"] = args.per_worker
     write_summary(out / "summary.json", data)
-    line = {"out": str(out), "rows": len(rows), "seconds": data["seconds"],
+    line = {"out": str(out), "rows": len(rows), "seconds": data["seconds"], "per_worker": args.per_worker,
             "traces": {t: {"requests": v["requests"], "distinct": v["distinct"]} for t, v in data["traces"].items()}}
     print(json.dumps(line, sort_keys=True), flush=True)
     return 0

@@ -6,7 +6,8 @@ results.csv has one row per (trace, policy, size):
 requests and misses are summed over the streams (nodes) of the trace;
 miss_rate = misses / requests; relative_to_min = miss_rate / MIN's miss rate
 at the same trace and size (empty when MIN was not simulated);
-entries_per_thread = size / threads when --threads was given (Figures 8-9).
+entries_per_thread = size / threads when --threads was given (Figures 8-9),
+and = size with --per-worker (every worker has a cache of `size` entries).
 Undefined values (a trace with no requests) are empty cells.
 """
 
@@ -44,8 +45,9 @@ def _rate(misses: int, requests: int) -> float | None:
     return misses / requests if requests else None
 
 
-def result_rows(result: ReplayResult, threads: int | None = None) -> list[Row]:
-    """The rows of results.csv, in trace, policy, size order."""
+def result_rows(result: ReplayResult, threads: int | None = None, per_worker: bool = False) -> list[Row]:
+    """The rows of results.csv, in trace, policy, size order; with `per_worker` each size is
+    one worker's cache (its entries per thread), else one node's, shared by `threads` workers."""
     rows = []
     options = result.options
     for trace in options.traces:
@@ -59,7 +61,7 @@ def result_rows(result: ReplayResult, threads: int | None = None) -> list[Row]:
                 if floor is not None and rate is not None and floor.misses[i] > 0:
                     relative = rate / (int(floor.misses[i]) / requests)      # requests > 0: rate is a number
                 rows.append(Row(trace, policy, size, requests, int(tally.misses[i]), rate, relative, threads,
-                                None if threads is None else size / threads))
+                                None if threads is None else float(size) if per_worker else size / threads))
     return rows
 
 

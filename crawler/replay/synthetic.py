@@ -69,7 +69,7 @@ import numpy as np
 
 from crawler.config.schema import SplitterLogConfig
 from crawler.replay.traces import LOG_GLOB
-from crawler.splitter.streamlog import StreamLog
+from crawler.splitter.streamlog import NO_WORKER, StreamLog
 
 BLOCK_REQUESTS = 1 << 18          # requests made per numpy block (2 MiB of fingerprints)
 MAX_HOST_URLS = 1 << 20           # keeps host * host_urls + index below 2^62 for 2^42 hosts
@@ -325,7 +325,8 @@ def write_log(params: ModelParams, directory: str | os.PathLike, rotate_bytes: i
     try:
         for block in trace.blocks(block_requests):
             zeros = np.zeros(len(block.fps), dtype=np.uint16)
-            log.append(block.fps, zeros, zeros)
+            # The thread as the record's worker: `crawler replay --per-worker` gives each its own cache.
+            log.append(block.fps, zeros, zeros, np.minimum(block.threads, NO_WORKER).astype(np.uint16))
     finally:
         log.close()
     return {"files": [str(f) for f in log.files], "requests": trace.position,

@@ -7,7 +7,12 @@ concatenated in sequence order (ties, if two runs reused a number, by the
 start time in their headers). A plain .npy array of uint64 fingerprints (a
 trace from elsewhere) is a stream of its own with no flags, so it belongs
 to the `full` trace only. An .npy array with the log's record dtype
-(fp u8, dest u2, flags u2) counts as a log stream without a node id.
+(fp u8, dest u2, flags u2, and optionally worker u2) counts as a log stream
+without a node id.
+
+A version-2 log names the worker whose page held each URL; `by_worker`
+splits a stream into one stream per worker, for replay's one cache per
+worker (`--per-worker`). Version-1 logs and plain arrays have no workers.
 
 The two traces of DESIGN 2.3: `full` is every record, `cross` the records
 flagged cross-host (bound for a peer), which is what the splitter cache sees
@@ -22,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, MAGIC, RECORD, read_header, read_records
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, MAGIC, NO_WORKER, read_header, read_records
 
 TRACES: tuple[str, ...] = ("full", "cross")
 LOG_GLOB = "splitter-*.log"
@@ -49,6 +54,25 @@ class Stream:
     """The log's per-record flags (uint16), or None for a plain array."""
     node_count: int | None = None
     """Nodes in the crawl, from the log header."""
+    workers: np.ndarray | None = None
+    """The worker of each record (uint16, NO_WORKER for none), or None (version-1 logs, plain arrays)."""
+    worker: int | None = None
+    """The one worker of a stream made by `by_worker`, else None."""
+
+    def by_worker(self) -> list[Stream]:
+        """One stream per worker, in worker order, each its records in their order (the caches of
+        one node's workers); a stream without workers raises ValueError."""
+        if self.workers is None:
+            raise ValueError(f"{self.name}: no worker per record (a version-1 log or a plain array)")
+        order = np.argsort(self.workers, kind="stable")
+        ids, starts = np.unique(self.workers[order], return_index=True)
+        out = []
+        for w, idx in zip(ids.tolist(), np.split(order, starts[1:])):
+            label = "no worker" if w == NO_WORKER else f"worker {w}"
+            flags = None if self.flags is None else np.ascontiguousarray(self.flags[idx])
+            out.append(Stream(f"{self.name} {label}", self.node, self.files, np.ascontiguousarray(self.fps[idx]),
+                              flags, self.node_count, np.full(len(idx), w, dtype=np.uint16), w))
+        return out
 
     def has_flags(self) -> bool:
         return self.flags is not None
@@ -133,10 +157,14 @@ def _log_streams(files: list[Path]) -> list[Stream]:
         directory, node = key
         ordered = [p for _, _, p in sorted(groups[key])]
         records = [read_records(p) for p in ordered]
-        rec = np.concatenate(records) if records else np.empty(0, dtype=RECORD)
+        fps = np.concatenate([r["fp"] for r in records]) if records else np.empty(0, dtype=np.uint64)
+        flags = np.concatenate([r["flags"] for r in records]) if records else np.empty(0, dtype=np.uint16)
+        # A node whose logs mix versions (an upgrade mid-crawl) has workers for part of its stream only.
+        with_workers = bool(records) and all("worker" in (r.dtype.names or ()) for r in records)
+        workers = np.concatenate([r["worker"] for r in records]) if with_workers else None
         name = f"node-{node}" if node_dirs[node] == 1 else f"node-{node} ({directory})"
-        streams.append(Stream(name, node, tuple(ordered), np.ascontiguousarray(rec["fp"], dtype=np.uint64),
-                              np.ascontiguousarray(rec["flags"]), counts[key]))
+        streams.append(Stream(name, node, tuple(ordered), np.ascontiguousarray(fps, dtype=np.uint64),
+                              np.ascontiguousarray(flags), counts[key], workers))
     return streams
 
 
@@ -146,17 +174,28 @@ def _array_stream(path: Path) -> Stream:
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read the .npy array: {exc}") from exc
     if data.dtype.names is not None:
-        needed = RECORD.names or ()
+        needed = ("fp", "dest", "flags")
         if set(needed) - set(data.dtype.names):
             raise InputError(f"{path}: a structured array needs the fields {', '.join(needed)}")
+        workers = (np.ascontiguousarray(data["worker"].reshape(-1), dtype=np.uint16)
+                   if "worker" in data.dtype.names else None)
         return Stream(path.name, None, (path,), np.ascontiguousarray(data["fp"].reshape(-1), dtype=np.uint64),
-                      np.ascontiguousarray(data["flags"].reshape(-1), dtype=np.uint16))
+                      np.ascontiguousarray(data["flags"].reshape(-1), dtype=np.uint16), None, workers)
     if data.dtype.kind not in "ui" or data.ndim != 1:
         raise InputError(f"{path}: expected a 1-d array of uint64 fingerprints, got {data.dtype} "
                          f"with shape {data.shape}")
     if data.dtype.kind == "i" and len(data) and int(data.min()) < 0:
         raise InputError(f"{path}: fingerprints must not be negative (save them as uint64)")
     return Stream(path.name, None, (path,), np.ascontiguousarray(data, dtype=np.uint64), None)
+
+
+def per_worker_streams(streams: list[Stream]) -> list[Stream]:
+    """Every stream split by worker (`Stream.by_worker`): one cache per worker instead of per node.
+    Raises InputError naming a stream without workers."""
+    try:
+        return [part for stream in streams for part in stream.by_worker()]
+    except ValueError as exc:
+        raise InputError(f"{exc}: --per-worker needs version-2 splitter logs") from None
 
 
 def load_streams(paths: list[str | os.PathLike]) -> list[Stream]:

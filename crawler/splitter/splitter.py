@@ -11,7 +11,7 @@ import numpy as np
 from crawler.config.schema import SplitterConfig
 from crawler.splitter.owner import Partitioner
 from crawler.splitter.owner_pass import split_owners
-from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, StreamLog
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, NO_WORKER, StreamLog
 from crawler.urls import host_of
 
 SendBatch = Callable[[int, list[str]], Awaitable[None]]
@@ -48,14 +48,16 @@ class HostSplitter:
         self.batches_sent = 0
         self.largest_batch = 0
 
-    async def route(self, urls: list[str], fps: np.ndarray) -> tuple[np.ndarray, list[str]]:
-        """Returns the URLs this node owns (fingerprints, URLs); sends the rest on."""
+    async def route(self, urls: list[str], fps: np.ndarray, worker: int = NO_WORKER
+                    ) -> tuple[np.ndarray, list[str]]:
+        """Returns the URLs this node owns (fingerprints, URLs); sends the rest on. `worker`, the
+        worker whose page held them, is only logged (replay's one cache per worker)."""
         n = len(urls)
         if self.partitioner.nodes == 1 and not self._scope_all:  # single node: nothing to split
             self.local += n
             self._dest_counts[self.node_id] += n
             if self.log is not None:
-                self.log.append(fps, np.full(n, self.node_id, np.uint16), np.zeros(n, np.uint16))
+                self.log.append(fps, np.full(n, self.node_id, np.uint16), np.zeros(n, np.uint16), worker)
             return fps, urls
         me = self.node_id
         owners, cross_idx, keep, keep_urls = split_owners(urls, self._owner_by_origin, self._resolve, me,
@@ -65,7 +67,7 @@ class HostSplitter:
         if self.cache is not None and (self._scope_all or n_cross):
             hit = self.cache.check_and_add_many(fps if self._scope_all else fps[cross_idx]).tolist()
         if self.log is not None:
-            self._log(fps, owners, cross_idx, hit)
+            self._log(fps, owners, cross_idx, hit, worker)
         self.cross += n_cross
         self.local += n - n_cross
         if hit is not None:
@@ -82,7 +84,8 @@ class HostSplitter:
             return fps, urls
         return fps[keep], keep_urls
 
-    def _log(self, fps: np.ndarray, owners: list[int], cross_idx: list[int], hit: list[bool] | None) -> None:
+    def _log(self, fps: np.ndarray, owners: list[int], cross_idx: list[int], hit: list[bool] | None,
+             worker: int) -> None:
         """The stream log's record of one page: destination and flags per URL."""
         assert self.log is not None, "route() logs only with a stream log"
         n = len(owners)
@@ -95,7 +98,7 @@ class HostSplitter:
             else:
                 hits[cross_idx] = hit
             flags[hits] |= FLAG_CACHE_HIT
-        self.log.append(fps, np.array(owners, dtype=np.uint16), flags)
+        self.log.append(fps, np.array(owners, dtype=np.uint16), flags, worker)
 
     def _resolve(self, origin: str, url: str) -> int:
         """The owner of a URL whose `scheme://authority` prefix the memo lacks (split_owners)."""

@@ -35,10 +35,15 @@ def test_demo_crawls_the_test_web_correctly(tmp_path):
     assert Path(report["files"]) == tmp_path.resolve()
     warcs = sorted(tmp_path.glob("data/node-*/warc/*.warc.gz"))
     assert warcs and sum(1 for w in warcs for r in ArchiveIterator(w.open("rb")) if r.rec_type == "response") > 0
+    text = "\n".join(out)
     logged = sum(len(p.read_text().splitlines()) for p in tmp_path.glob("data/node-*/crawl.log.jsonl"))
     assert logged >= report["pages"]
     assert (tmp_path / "web" / "access.log.jsonl").stat().st_size > 0
-    text = "\n".join(out)
+    # It ends with a short replay of the splitter streams its nodes logged: the table and the PNG.
+    assert "splitter cache replay: miss rate" in text and any(line.startswith("cross  sieve") for line in out)
+    png = Path(report["replay"]["png"])
+    assert png.parent == tmp_path.resolve() / "replay" and png.read_bytes()[:4] == b"\x89PNG"
+    assert f"figure: {png}" in text
     assert f"crawler status -c {tmp_path.resolve() / 'crawl.yaml'}" in text and f"rm -r {tmp_path.resolve()}" in text
     assert "/metrics" in err and "crawler status -c" in err                 # said while it ran
     promtool = shutil.which("promtool")
@@ -79,5 +84,5 @@ def test_demo_stopped_with_ctrl_c_and_remove_deletes_its_folder_and_names_none(t
     assert proc.returncode in (0, 1), err[-3000:]            # 1: pages are missing, as they should be
     report = json.loads(out.splitlines()[-1])
     assert report["demo"] in ("ok", "mismatch") and report["unexpected"] == 0
-    assert "files" not in report and not where.exists()
+    assert "files" not in report and not where.exists() and report["replay"]["png"] is None
     assert f"removed {where}" in err

@@ -67,6 +67,9 @@ def test_requests_are_the_logged_records_and_the_nodes_counters(replayed):
     assert cross["requests"] == sum(sp["cross"] for sp in by_node.values())
     assert cross["logged_cache_hits"] == sum(sp["cache_hits"] for sp in by_node.values())
     assert 1000 < cross["requests"] < full["requests"]
+    # Version 2: every record names the worker whose page held it (no seeds or peer URLs pass the splitter).
+    workers = np.concatenate([r["worker"] for r in records.values()])
+    assert int(workers.max()) < 32 and len(np.unique(workers)) > 8       # cluster_config's 32 workers
     assert replayed["line"]["rows"] == len(replayed["rows"]) == 2 * len(PAPER_POLICIES) * 26
 
 

@@ -14,7 +14,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from crawler.cache import make_cache
-from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, RECORD, StreamLog
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS, NO_WORKER, RECORD, StreamLog
 
 WAYS = 32
 
@@ -142,19 +142,21 @@ def random_trace(n: int, seed: int, distinct: int) -> np.ndarray:
 NODES = 3
 
 
-def write_node_log(directory, node: int, pages: list[np.ndarray], rotate_bytes: int = 1 << 20) -> np.ndarray:
+def write_node_log(directory, node: int, pages: list[np.ndarray], rotate_bytes: int = 1 << 20,
+                   workers: list[int] | None = None) -> np.ndarray:
     """Logs `pages` as node `node` would (dest = fp mod NODES, a hit flag on every third cross
-    record); returns the records written, in order."""
+    record, page i by worker workers[i], NO_WORKER without `workers`); returns the records written, in order."""
     log = StreamLog(directory, node, NODES, rotate_bytes)
     written = []
-    for fps in pages:
+    for i, fps in enumerate(pages):
+        worker = NO_WORKER if workers is None else workers[i]
         dest = (fps % NODES).astype(np.uint16)
         cross = dest != node
         hit = cross & (np.arange(len(fps)) % 3 == 0)
         flags = cross.astype(np.uint16) * FLAG_CROSS + hit.astype(np.uint16) * FLAG_CACHE_HIT
-        log.append(fps, dest, flags)
-        rec = np.empty(len(fps), dtype=RECORD)
-        rec["fp"], rec["dest"], rec["flags"] = fps, dest, flags
+        log.append(fps, dest, flags, worker)
+        rec = np.zeros(len(fps), dtype=RECORD)
+        rec["fp"], rec["dest"], rec["flags"], rec["worker"] = fps, dest, flags, worker
         written.append(rec)
     log.close()
     return np.concatenate(written)

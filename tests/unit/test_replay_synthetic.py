@@ -153,6 +153,7 @@ def test_replay_reads_the_written_log(tmp_path):
     streams = load_streams([tmp_path])
     fps = generate(params).fps
     assert len(streams) == 1 and np.array_equal(streams[0].trace("full"), fps)
+    assert np.array_equal(streams[0].workers, generate(params).threads)         # the thread, as the worker
     result = replay(streams, ReplayOptions(traces=("full",), policies=("lru",), sizes=(1, 16, 64, 512)))
     assert result.tallies[("full", "lru")].misses.tolist() == [lru_misses(fps.tolist(), k) for k in (1, 16, 64, 512)]
     with pytest.raises(ValueError, match="already holds splitter"):
