@@ -40,6 +40,7 @@ from tests.support.containers import (
     ServiceMounts,
     base_image,
     compose_run_args,
+    tmpfs,
     unavailable,
 )
 from tests.support.fixtures import REPO
@@ -64,6 +65,7 @@ WEB_READY_TIMEOUT_S = 60.0
 HEALTH_TIMEOUT_S = 30.0
 CRAWL_TIMEOUT_S = 180.0
 POLL_S = 0.2
+ROOTFS_TMPFS_SIZE = "1g"           # debootstrap's tree: ~370 MB
 
 
 def say(line: str) -> None:
@@ -113,8 +115,18 @@ def wait_healthy(podman: Podman, name: str) -> None:
     raise AssertionError(f"{name}: crawler-entrypoint health failed: {result.stderr if result else ''}")
 
 
+@pytest.fixture(scope="session")
+def rootfs_cache(tmp_path_factory):
+    """Where debootstrap's tree is kept for this test run (~370 MB, a tmpfs): gone when the run ends."""
+    reason = unavailable()
+    if reason:
+        skip(reason)
+    with tmpfs(tmp_path_factory.mktemp("rootfs-cache"), ROOTFS_TMPFS_SIZE) as cache:
+        yield cache
+
+
 @pytest.fixture(scope="module")
-def container_crawl(tmp_path_factory):
+def container_crawl(tmp_path_factory, rootfs_cache):
     """Build the image, run the compose cluster and the test web in containers under Prometheus.
 
     Yields a dict: summaries (node id -> JSON summary), requests and manifest of the web, the
@@ -122,9 +134,6 @@ def container_crawl(tmp_path_factory):
     partitioner of the cluster file, Prometheus and a moment at which it holds the final values,
     the measured seconds of each step.
     """
-    reason = unavailable()
-    if reason:
-        skip(reason)
     if shutil.which("prometheus") is None:
         skip("prometheus not installed (Debian package prometheus; scripts/test.sh installs it)")
     tmp = tmp_path_factory.mktemp("container-image")
@@ -137,7 +146,7 @@ def container_crawl(tmp_path_factory):
     try:
         base = f"localhost/{podman.prefix}-python:3.11-slim-bookworm"
         say("debootstrap (the base image, from the Debian mirror)")
-        times.update(base_image(podman, tmp_path_factory.mktemp("rootfs-cache"), base, tmp / "debootstrap.log"))
+        times.update(base_image(podman, rootfs_cache, base, tmp / "debootstrap.log"))
         probe = podman("run", "--rm", "--network", "none", base, "python3", "-c", "print('ok')", check=False)
         if probe.returncode != 0 or probe.stdout.strip() != "ok":
             skip(f"containers cannot run here: podman run failed ({probe.returncode}): {probe.stderr.strip()[-500:]}")
