@@ -3,10 +3,10 @@
 # extras, checks it with ruff and mypy (both configured in pyproject.toml; the
 # tests do not run while either fails), installs the Debian packages the tests
 # start as real servers (nginx, dnsmasq, prometheus, tinyproxy, microsocks),
-# GNU wget (the reference crawler), iptables (the chaos test), chromium with
-# its driver (the console's browser test, driven by selenium) and the
-# documentation packages whose HTML sites the real-web tests crawl, then runs
-# pytest.
+# podman and debootstrap (the container image test), GNU wget (the reference
+# crawler), iptables (the chaos test), chromium with its driver (the console's
+# browser test, driven by selenium) and the documentation packages whose HTML
+# sites the real-web tests crawl, then runs pytest.
 #
 #   bash scripts/test.sh            everything (what CI runs)
 #   bash scripts/test.sh --fast     the development loop: no test marked slow
@@ -41,6 +41,15 @@ have wget         || missing+=(wget)
 have iptables     || missing+=(iptables)   # the chaos test's partitions and lossy link (tests/faults/chaos_support.py)
 have chromium     || missing+=(chromium)   # the console in a real browser (tests/integration/test_console_browser.py)
 have chromedriver || missing+=(chromium-driver)
+# The image built and run in containers without a registry (tests/integration/test_container_image.py):
+# podman with runc, netavark and aardvark-dns (container names resolve on its bridge network), debootstrap.
+have podman       || missing+=(podman)
+have buildah      || missing+=(buildah)
+have runc         || missing+=(runc)
+have debootstrap  || missing+=(debootstrap)
+for pkg in netavark aardvark-dns; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
 # Real sites nobody here wrote, each from another generator (tests/integration/realsites.py).
 for pkg in python-requests-doc debian-reference-en git-doc debian-handbook maint-guide postfix-doc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

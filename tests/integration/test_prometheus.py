@@ -20,15 +20,10 @@ import math
 import re
 import subprocess
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 from tests.support.configs import NODES, SECRET, cluster_config, write_config
-from tests.support.fixtures import REPO
 from tests.support.metrics_docs import (
     SAMPLE_SUFFIXES,
     dashboard_exprs,
@@ -37,26 +32,18 @@ from tests.support.metrics_docs import (
     grafana_to_promql,
     recording_rules,
 )
-from tests.support.ports import free_port
-from tests.support.processes import require_binary, run_crawler, stop_process
+from tests.support.processes import require_binary, run_crawler
+from tests.support.prometheus import CONFIG, JOB, RULES, Prometheus, moment_of_final_values, prometheus_config
 
 from crawler.testweb.process import TestWebProcess
 
-PROM_DIR = REPO / "deploy" / "prometheus"
-CONFIG = PROM_DIR / "prometheus.yml"
-RULES = PROM_DIR / "rules.yml"
 PROMTOOL = "promtool"
-JOB = "crawler"
 CLUSTER = "test"
 
-SCRAPE_INTERVAL = "1s"
 LINGER_S = 8.0                  # a node serves /metrics this long after the crawl: ~8 scrapes
 MIN_DELAY_S = 0.4               # per-host wait: the crawl lasts several scrapes even on an idle machine
-START_TIMEOUT_S = 20.0
 CRAWL_TIMEOUT_S = 180.0
-QUERY_TIMEOUT_S = 5.0
 PROMTOOL_TIMEOUT_S = 30.0
-POLL_S = 0.1
 HIT_RATE_TOLERANCE = 1e-3
 # The test web: many small hosts, none slow or stalling, so the crawl takes seconds.
 WEB_ARGS = ["--hosts", "60", "--pages", "600", "--no-slow-host", "--no-bad-host", "--no-trap",
@@ -121,89 +108,6 @@ def test_every_dashboard_and_docs_query_parses(tmp_path):
 
 # --- a real Prometheus scraping a real crawl --------------------------------------------------
 
-def prometheus_config(nodes: list[dict], rules: Path = RULES) -> dict:
-    """The project's prometheus.yml with these nodes as the crawler job's targets and 1 s intervals."""
-    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
-    config["global"].update(scrape_interval=SCRAPE_INTERVAL, scrape_timeout=SCRAPE_INTERVAL,
-                            evaluation_interval=SCRAPE_INTERVAL)
-    config["rule_files"] = [str(rules)]
-    jobs = [j for j in config["scrape_configs"] if j["job_name"] == JOB]
-    assert len(jobs) == 1, "prometheus.yml must have exactly one crawler job"
-    jobs[0]["static_configs"] = [
-        {"targets": [f"{n['host']}:{n['metrics_port']}"], "labels": {"cluster": CLUSTER, "node": str(n["id"])}}
-        for n in nodes]
-    return config
-
-
-class Prometheus:
-    """The Debian `prometheus` binary on a free loopback port, storage in tmp; stopped by its PID."""
-
-    def __init__(self, tmp: Path, config: dict) -> None:
-        self.binary = require_binary("prometheus", "prometheus")
-        self.port = free_port()
-        self.config_path = write_config(tmp / "prometheus.yml", config)
-        self.log_path = tmp / "prometheus.log"
-        self.args = [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                     f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Prometheus:
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(POLL_S)
-        self.stop()
-        raise RuntimeError(f"prometheus did not get ready: {self.log_path.read_text(errors='replace')[-2000:]}")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-
-    def query(self, expr: str, at: float) -> list[dict]:
-        """An instant query at Unix time `at`; the result vector (raises on an API error)."""
-        qs = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{qs}", timeout=QUERY_TIMEOUT_S) as resp:
-            body = json.load(resp)
-        assert body["status"] == "success", (expr, body)
-        return body["data"]["result"]
-
-    def values(self, expr: str, at: float, key: str | tuple[str, ...]) -> dict:
-        """{label value (or tuple of them): float} of an instant query."""
-        keys = (key,) if isinstance(key, str) else key
-        out = {}
-        for r in self.query(expr, at):
-            k = tuple(r["metric"].get(k, "") for k in keys)
-            out[k[0] if isinstance(key, str) else k] = float(r["value"][1])
-        return out
-
-
-def moment_of_final_values(prom: Prometheus, ended: float) -> float:
-    """A time when every node had finished its crawl, was up, and had been scraped and ruled on since.
-
-    Every node finished at least LINGER_S before `ended` (the cluster's exit) and served /metrics
-    until about then. Two intervals (a scrape, then a rule evaluation) after the last finish, the
-    recorded series hold final values; the first such moment at which every target was up is taken
-    (a scrape may time out on a busy machine). Falls back to the middle of the window.
-    """
-    interval_s = float(SCRAPE_INTERVAL.rstrip("s"))
-    first, last = ended - LINGER_S + 2.5 * interval_s, ended - interval_s
-    at = first
-    while at <= last:
-        if prom.values(f'count(up{{job="{JOB}"}} == 1)', at, "job") == {"": NODES}:
-            return at
-        at += interval_s / 2
-    return ended - LINGER_S / 2
-
-
 @pytest.fixture(scope="module")
 def scraped_crawl(tmp_path_factory):
     """Prometheus, then a 3-node crawl it scrapes; yields (prometheus, node summaries, cluster summary, t)."""
@@ -214,7 +118,7 @@ def scraped_crawl(tmp_path_factory):
                                 metrics={"progress_interval_s": 0, "linger_s": LINGER_S})
         config["cluster"]["name"] = CLUSTER
         crawl_config = write_config(tmp / "crawl.yaml", config)
-        prom = Prometheus(tmp, prometheus_config(config["cluster"]["nodes"])).start()
+        prom = Prometheus(tmp, prometheus_config(config["cluster"]["nodes"], CLUSTER)).start()
         try:
             code, out, err = run_crawler(["cluster", "-c", str(crawl_config), "--progress-interval", "0"],
                                          timeout_s=CRAWL_TIMEOUT_S, env=SECRET)
@@ -223,7 +127,7 @@ def scraped_crawl(tmp_path_factory):
             lines = [json.loads(line) for line in out if line.startswith("{")]
             nodes, cluster = lines[:-1], lines[-1]
             assert len(nodes) == NODES and cluster["failed_nodes"] == []
-            yield prom, nodes, cluster, moment_of_final_values(prom, ended)
+            yield prom, nodes, cluster, moment_of_final_values(prom, ended, LINGER_S, NODES)
         finally:
             prom.stop()
 
