@@ -73,8 +73,19 @@ if [ "$#" -gt 0 ]; then
   exec "${pytest[@]}" "${fast[@]}" "$@"       # a chosen set: as asked, in one process
 fi
 # The tests not marked slow are CPU-bound and independent: two processes (pytest-xdist) on two cores.
-# The slow ones (crawls with real servers, timing checked from the servers' logs) run one at a time.
-"${pytest[@]}" -m "not slow" -n 2
+# Beside them, the tests marked `beside` (the container image: downloads and builds, no timing checked).
+# The other slow ones (crawls with real servers, timing checked from the servers' logs) run one at a time.
+status=0
+beside_log="$CRAWLER_TEST_ARTIFACTS/beside.log"
 if [ "${#fast[@]}" -eq 0 ]; then
-  "${pytest[@]}" -m slow
+  "${pytest[@]}" -m beside >"$beside_log" 2>&1 &
+  beside_pid=$!
 fi
+"${pytest[@]}" -m "not slow" -n 2 || status=1
+if [ "${#fast[@]}" -eq 0 ]; then
+  wait "$beside_pid" || status=1
+  echo "--- tests marked beside (run beside the fast ones):"
+  cat "$beside_log"
+  "${pytest[@]}" -m "slow and not beside" || status=1
+fi
+exit "$status"

@@ -51,7 +51,7 @@ from crawler.splitter import Partitioner
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, read_access_log
 from crawler.testweb.manifest import WebManifest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]   # scripts/test.sh runs it beside the fast tests
 
 DEPLOY = REPO / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
