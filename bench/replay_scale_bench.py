@@ -60,6 +60,7 @@ SIZES = "2^0..2^25"
 POLICIES = ("lru", "clock", "sieve")
 RSS_TARGET_BYTES = 4 << 30
 SAMPLE_S = 0.5
+STATUS_EVERY_S = 60.0     # a long run prints its elapsed time and peak RSS so far this often
 BLOCK_REQUESTS = 1 << 20
 MODEL = dict(threads=64, global_urls=1 << 20, alpha=0.2, beta=0.6, seed=1)
 
@@ -114,11 +115,16 @@ def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, lo
     with open(log, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
         peak_kib = 0
+        status_at = started + STATUS_EVERY_S
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             peak_kib = max(peak_kib, _vm_kib(proc.pid, "VmHWM"), _vm_kib(proc.pid, "VmRSS"))
+            if time.perf_counter() >= status_at:
+                status_at += STATUS_EVERY_S
+                print(f"  ... {policies}: {time.perf_counter() - started:,.0f} s, peak RSS so far "
+                      f"{peak_kib / (1 << 20):.2f} GiB (progress: {log})", flush=True)
             time.sleep(SAMPLE_S)
         seconds = time.perf_counter() - started
         assert proc.stdout is not None

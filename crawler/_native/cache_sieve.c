@@ -172,29 +172,23 @@ fail:
     return NULL;
 }
 
-/* Resident fingerprints, tail (oldest) to head (newest). */
-static PyObject *Sieve_keys(SieveObject *self, PyObject *Py_UNUSED(ignored))
+/* Item `which` of Sieve_queue's pair: 0 the keys, 1 the visited bits. */
+static PyObject *sieve_queue_part(SieveObject *self, Py_ssize_t which)
 {
     PyObject *state = Sieve_queue(self, NULL);
     if (state == NULL)
         return NULL;
-    PyObject *keys = PyTuple_GET_ITEM(state, 0);
-    Py_INCREF(keys);
+    PyObject *part = PyTuple_GET_ITEM(state, which);
+    Py_INCREF(part);
     Py_DECREF(state);
-    return keys;
+    return part;
 }
 
+/* Resident fingerprints, tail (oldest) to head (newest). */
+static PyObject *Sieve_keys(SieveObject *self, PyObject *Py_UNUSED(ignored)) { return sieve_queue_part(self, 0); }
+
 /* The visited bits in the order of keys(). */
-static PyObject *Sieve_visited(SieveObject *self, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *state = Sieve_queue(self, NULL);
-    if (state == NULL)
-        return NULL;
-    PyObject *visited = PyTuple_GET_ITEM(state, 1);
-    Py_INCREF(visited);
-    Py_DECREF(state);
-    return visited;
-}
+static PyObject *Sieve_visited(SieveObject *self, PyObject *Py_UNUSED(ignored)) { return sieve_queue_part(self, 1); }
 
 static PyObject *Sieve_get_buffer_bytes(SieveObject *self, void *Py_UNUSED(c))
 {

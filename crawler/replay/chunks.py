@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crawler.replay.traces import InputError, find_inputs
+from crawler.replay.traces import InputError, _sequence, find_inputs
 from crawler.splitter.streamlog import FLAG_CROSS, HEADER_SIZE, RECORD, read_header
 
 RAW_SUFFIX = ".u64"
@@ -132,11 +132,6 @@ def _log_file(path: Path) -> tuple[SourceFile, int, int, float]:
     dtype = record_dtype(getattr(header, "record_size", RECORD.itemsize))
     count = (os.path.getsize(path) - header_size) // dtype.itemsize    # a torn last record is ignored
     return SourceFile(path, header_size, dtype, max(0, count)), header.node_id, header.node_count, header.start_time
-
-
-def _sequence(path: Path) -> int:
-    tail = path.stem.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
 
 
 def _log_sources(paths: list[Path]) -> list[StreamSource]:
