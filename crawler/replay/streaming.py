@@ -42,22 +42,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crawler._native import NATIVE
-from crawler.cache import POLICY_NAMES, make_cache
+from crawler.cache import make_cache
 from crawler.replay.chunks import DEFAULT_CHUNK_REQUESTS, RAW_SUFFIX, StreamSource, open_sources
 from crawler.replay.simulate import ReplayOptions, ReplayResult, Tally, TraceStats, check_options, window_requests
+from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
 
 NOT_STREAMED: dict[str, str] = {
     "min": "MIN needs every request's next use, so the whole trace, in memory",
     "static": "STATIC is pre-loaded from the whole trace's frequencies before its first request",
     "infinite": "INFINITE's misses are the distinct fingerprints, which needs a set of all of them",
 }
-STREAMED_POLICIES: tuple[str, ...] = tuple(p for p in POLICY_NAMES if p not in NOT_STREAMED)
 # Traces longer than this (requests in all streams) are replayed streaming unless told otherwise: the
 # in-memory LRU pass needs about 100 bytes per request, so 5 GB here.
 AUTO_STREAMING_REQUESTS = 50_000_000
-# Rough seconds per request of a simulation, to balance `jobs` groups (measured on the paper's model).
-COST_S_PER_REQUEST = {"lru": 3e-7, "clock": 5e-8, "sieve": 5e-8}
-DEFAULT_COST_S_PER_REQUEST = 2e-7
+# Rough seconds per request of a simulation (LRU: all sizes; the others: one size), to balance `jobs`
+# groups and move the progress bar: 10^7 requests of bench/replay_scale_bench.py's trace, sizes 2^0..2^25,
+# on a loaded machine (only the ratios matter).
+COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7}
+DEFAULT_COST_S_PER_REQUEST = 5e-7
 
 
 class PyLruStack:
@@ -287,7 +289,7 @@ def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[J
 
 
 def _logged_hits(flags: np.ndarray, trace: str) -> int:
-    from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
+    """Records of this chunk's trace that the online splitter cache logged as hits (traces.Stream's rule)."""
     hit = (flags & FLAG_CACHE_HIT) != 0
     if trace == "cross":
         hit &= (flags & FLAG_CROSS) != 0

@@ -4,13 +4,14 @@ equal to the in-memory replay on a stream log and a .npy, the automatic switch, 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 from tests.support.replay import locality_trace, write_node_log
 
-from crawler.replay import streaming
+from crawler.replay import ReplayOptions, streaming
 from crawler.replay.chunks import SourceFile, StreamSource, open_sources, record_dtype
 from crawler.replay.cli import main
 from crawler.replay.traces import InputError, load_streams
@@ -66,10 +67,9 @@ def test_cli_streaming_equals_in_memory(inputs, tmp_path, capsys, which):
 
 def test_jobs_split_the_sizes_across_processes_with_the_same_result(inputs, tmp_path):
     sources = open_sources([inputs / "logs"])
-    options = streaming.ReplayOptions(policies=("lru", "clock", "sieve"), sizes=(1, 8, 64, 512))
+    options = ReplayOptions(policies=("lru", "clock", "sieve"), sizes=(1, 8, 64, 512))
     one = streaming.replay_streaming(sources, options, chunk_requests=1000)
-    two = streaming.replay_streaming(sources, streaming.ReplayOptions(**{**options.__dict__, "jobs": 2}),
-                                     chunk_requests=1000)
+    two = streaming.replay_streaming(sources, dataclasses.replace(options, jobs=2), chunk_requests=1000)
     for key, tally in one.tallies.items():
         assert tally.misses.tolist() == two.tallies[key].misses.tolist(), key
 
