@@ -26,6 +26,7 @@ from crawler.replay.streaming import (
     AUTO_STREAMING_REQUESTS,
     DEFAULT_CHUNK_REQUESTS,
     StreamingChoice,
+    check_streamable,
     choose_streaming,
     replay_streaming,
 )
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen = parse_sizes(args.over_time_sizes) if args.over_time_sizes else None
         traces = parse_traces(args.trace) if args.trace else None
         inputs: StreamingChoice = choose_streaming(args.inputs, args.streaming)
+        if inputs.sources is not None and args.streaming is None:
+            check_streamable(ReplayOptions(policies=policies), inputs.requests)    # say why it streams
         streams = [] if inputs.sources else load_streams(args.inputs)
     except (ValueError, InputError) as exc:
         return _fail(str(exc))

@@ -55,6 +55,8 @@ NOT_STREAMED: dict[str, str] = {
 # Traces longer than this (requests in all streams) are replayed streaming unless told otherwise: the
 # in-memory LRU pass needs about 100 bytes per request, so 5 GB here.
 AUTO_STREAMING_REQUESTS = 50_000_000
+# Peak memory of the in-memory replay's MIN per request (3.91 GiB at 6 * 10^7 requests, docs/replay.md).
+IN_MEMORY_BYTES_PER_REQUEST = 70
 # Rough seconds per request of a simulation (LRU: all sizes; the others: one size), to balance `jobs`
 # groups and move the progress bar: 10^7 requests of bench/replay_scale_bench.py's trace, sizes 2^0..2^25,
 # on a loaded machine (only the ratios matter).
@@ -332,13 +334,18 @@ def choose_streaming(inputs: list[str | os.PathLike], streaming: bool | None) ->
     return StreamingChoice(sources if streaming else None, requests)
 
 
-def check_streamable(options: ReplayOptions) -> None:
-    """Raises ValueError naming each asked policy that does not stream, and why."""
+def check_streamable(options: ReplayOptions, requests: int | None = None) -> None:
+    """Raises ValueError naming each asked policy that does not stream, and why; with the inputs'
+    `requests`, also why replay streams and what the in-memory replay would need."""
     refused = [p for p in options.policies if p in NOT_STREAMED]
     if refused:
         why = "; ".join(f"{p}: {NOT_STREAMED[p]}" for p in refused)
-        raise ValueError(f"the streaming replay cannot run {', '.join(refused)} ({why}); drop them from "
-                         f"--policies, or replay in memory (--no-streaming) if the trace fits (docs/replay.md)")
+        context = "" if requests is None else (
+            f"the inputs hold {requests:,} requests (streamed from {AUTO_STREAMING_REQUESTS:,} on), and ")
+        need = "" if requests is None else f", about {requests * IN_MEMORY_BYTES_PER_REQUEST / (1 << 30):.1f} GiB"
+        raise ValueError(f"{context}the streaming replay cannot run {', '.join(refused)} ({why}); drop them "
+                         f"from --policies, or replay in memory with --no-streaming if the trace fits "
+                         f"(~{IN_MEMORY_BYTES_PER_REQUEST} bytes per request{need}; docs/replay.md)")
 
 
 def replay_streaming(sources: list[StreamSource], options: ReplayOptions,

@@ -129,13 +129,18 @@ def test_policies_that_cannot_stream_are_refused_with_the_reason(inputs, tmp_pat
     assert code == 2 and "cannot run min, static" in err and "next use" in err and "--no-streaming" in err
 
 
-def test_long_inputs_stream_automatically(inputs, monkeypatch):
+def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(streaming, "AUTO_STREAMING_REQUESTS", 6999)
     assert streaming.choose_streaming([inputs / "trace.npy"], None).sources is not None
     assert streaming.choose_streaming([inputs / "trace.npy"], False).sources is None
     monkeypatch.setattr(streaming, "AUTO_STREAMING_REQUESTS", 7000)
     choice = streaming.choose_streaming([inputs / "trace.npy"], None)
     assert choice.sources is None and choice.requests == 7000
+    monkeypatch.setattr(streaming, "AUTO_STREAMING_REQUESTS", 6999)
+    assert main([str(inputs / "trace.npy"), "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err       # the paper's default policies include min, static and infinite
+    assert "the inputs hold 7,000 requests (streamed from 6,999 on)" in err
+    assert "cannot run static, min, infinite" in err
 
 
 def test_bad_arrays_and_truncated_files_say_what_is_wrong(tmp_path):
