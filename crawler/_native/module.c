@@ -3,12 +3,14 @@
  * init.  The code lives in one source per concern (native.h lists them);
  * _compiled.pyi describes this module's API for editors and type checkers.
  *
- * Types (6):
+ * Types (8):
  *   ClockKernel(capacity)          the paper's CLOCK: one ring, a position index
  *   ClockSetsKernel(capacity, ways) set-associative CLOCK (a CLOCK ring per set)
  *   LruKernel(capacity)            exact LRU: entries with list links + index
  *   RandomKernel(capacity, seed)   random victim from splitmix64
  *   SetKernel(capacity, insert)    hash set (infinite: inserts; static: frozen)
+ *   SieveKernel(capacity)          SIEVE: a FIFO queue, visited bits, a hand
+ *   LruStackKernel(capacity, window) LRU stack distances up to capacity, chunk by chunk
  *   DueFront(cache, buf)           the DUE's submit hot path and its state
  * Functions (11):
  *   belady             MIN's hit sequence, offline
@@ -80,6 +82,7 @@ PyMODINIT_FUNC PyInit__compiled(void)
     if (add_type(m, &ClockType, "ClockKernel") < 0 || add_type(m, &ClockSetsType, "ClockSetsKernel") < 0 ||
         add_type(m, &LruType, "LruKernel") < 0 ||
         add_type(m, &RandomType, "RandomKernel") < 0 || add_type(m, &SetType, "SetKernel") < 0 ||
+        add_type(m, &SieveType, "SieveKernel") < 0 || add_type(m, &LruStackType, "LruStackKernel") < 0 ||
         add_type(m, &FrontType, "DueFront") < 0) {
         Py_DECREF(m);
         return NULL;

@@ -20,6 +20,8 @@
  *   cache_lru.c       LruKernel: exact LRU                        [crawler/cache/lru.py]
  *   cache_random.c    RandomKernel: random victim (splitmix64)    [crawler/cache/random_policy.py]
  *   cache_set.c       SetKernel: hash set (INFINITE, STATIC)      [crawler/cache/hashset.py]
+ *   cache_sieve.c     SieveKernel: SIEVE                          [crawler/cache/sieve.py]
+ *   lru_stack.c       LruStackKernel: bounded LRU stack distances [crawler/replay/streaming.py]
  *   belady.c          belady(): MIN's hit sequence, offline       [crawler/cache/min.py]
  *   crc32.c           zlib's CRC-32 (slice-by-8, PCLMUL folding)  [the DUE journal's checksum]
  *   due_submit.c      due_submit(): the DUE's submit pass         [crawler/due/submit_pass.py]
@@ -96,7 +98,7 @@ void *alloc_zeroed(size_t count, size_t size);
 
 /* ------------------------------------------------------- the types */
 
-extern PyTypeObject ClockType, ClockSetsType, LruType, RandomType, SetType, FrontType;
+extern PyTypeObject ClockType, ClockSetsType, LruType, RandomType, SetType, SieveType, LruStackType, FrontType;
 
 void clock_sets_detect_cpu(void);   /* picks the set-associative CLOCK's AVX2 loop where the CPU has it */
 

@@ -34,8 +34,9 @@ The policies (one module each, registered in base._REGISTRY):
               that trace in order.
     infinite  offline: never evicts (misses = distinct fingerprints).
     sieve, s3fifo, arc, 2q, wtinylfu
-              the later policies (SIEVE, S3-FIFO, ARC, 2Q, W-TinyLFU), pure
-              Python, each pinned by a plain model of its paper: docs/caches.md.
+              the later policies (SIEVE, S3-FIFO, ARC, 2Q, W-TinyLFU), each
+              pinned by a plain model of its paper: docs/caches.md. SIEVE has
+              a compiled kernel; the other four are pure Python.
 ONLINE_POLICIES are the ones the splitter and the DUE may use; PAPER_POLICIES
 (the 2003 paper's, both CLOCKs, with MIN and infinite) are what `crawler replay`
 runs unless told otherwise.

@@ -48,6 +48,14 @@ crawling process); requests and misses are then summed. Work runs in
     from crawler.replay import ReplayOptions, load_streams, replay
     result = replay(load_streams(["data/"]), ReplayOptions(policies=("clock", "min")))
 
+Traces longer than RAM (by default past 5 * 10^7 requests, or with
+`--streaming`) take another path, streaming.py: chunks.py reads each input
+from disk a chunk at a time and every chunk is fed once to every
+simulation: LRU at all sizes through a stack bounded by the largest size
+(the compiled LruStackKernel), the other online policies one cache per
+size. Memory is the caches', not the trace's; min, static and infinite need
+the whole trace and are refused there.
+
 The command line is crawler.replay.cli.main (`crawler replay`); figures,
 file formats and measured speed: docs/replay.md; bench/replay_bench.py.
 Inputs from the paper's model of crawling threads (section 5.2), to study

@@ -23,6 +23,14 @@ from crawler.replay.progress import ReplayProgress
 from crawler.replay.results import over_time_rows, result_rows, summary, write_over_time, write_results, write_summary
 from crawler.replay.simulate import DEFAULT_SEED, ReplayOptions, replay
 from crawler.replay.stack import ENGINES
+from crawler.replay.streaming import (
+    AUTO_STREAMING_REQUESTS,
+    DEFAULT_CHUNK_REQUESTS,
+    StreamingChoice,
+    check_streamable,
+    choose_streaming,
+    replay_streaming,
+)
 from crawler.replay.traces import TRACES, InputError, load_streams, per_worker_streams
 from crawler.splitter.streamlog import NO_WORKER
 
@@ -121,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"seed of the random policy (default {DEFAULT_SEED}, the splitter's default)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="LRU pass: numpy, numba (compiled, optional dependency) or auto (numba if installed)")
+    parser.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=None,
+                        help="read the inputs from disk chunk by chunk, memory bounded by the caches (policies "
+                             "lru, clock, sieve and the other online ones; not min, static, infinite); default: "
+                             f"when the inputs hold more than {AUTO_STREAMING_REQUESTS:,} requests (docs/replay.md)")
+    parser.add_argument("--chunk-requests", type=_positive, default=DEFAULT_CHUNK_REQUESTS, metavar="N",
+                        help=f"requests read per chunk when streaming (default {DEFAULT_CHUNK_REQUESTS})")
     parser.add_argument("--no-plots", action="store_true", help="write the CSV files only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -139,14 +153,19 @@ def main(argv: list[str] | None = None) -> int:
         sizes = parse_sizes(args.sizes)
         chosen = parse_sizes(args.over_time_sizes) if args.over_time_sizes else None
         traces = parse_traces(args.trace) if args.trace else None
-        streams = load_streams(args.inputs)
+        inputs: StreamingChoice = choose_streaming(args.inputs, args.streaming)
+        if inputs.sources is not None and args.per_worker:
+            raise ValueError("--per-worker replays in memory and does not stream: add --no-streaming")
+        if inputs.sources is not None and args.streaming is None:
+            check_streamable(ReplayOptions(policies=policies), inputs.requests)    # say why it streams
+        streams = [] if inputs.sources else load_streams(args.inputs)
         if args.per_worker:
             streams = per_worker_streams(streams)
             per_node = Counter(s.name.rsplit(" worker ", 1)[0] for s in streams if s.worker != NO_WORKER)
             args.threads = args.threads or max(per_node.values(), default=1)
     except (ValueError, InputError) as exc:
         return _fail(str(exc))
-    with_flags = any(s.has_flags() for s in streams)
+    with_flags = any(s.has_flags() for s in inputs.sources or streams)
     if traces is None:
         traces = TRACES if with_flags else ("full",)
     elif "cross" in traces and not with_flags:
@@ -166,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
     progress = ReplayProgress(0.0, enabled=not args.quiet)
     try:
-        result = replay(streams, options, progress)
+        result = (replay_streaming(inputs.sources, options, args.chunk_requests, progress) if inputs.sources
+                  else replay(streams, options, progress))
     except ValueError as exc:
         return _fail(str(exc))
     finally:

@@ -98,7 +98,8 @@ def _lines(ax, series: dict[str, tuple[np.ndarray, np.ndarray]], x_scale: float 
 def _subtitle(result: ReplayResult, trace: str) -> str:
     st = result.stats[trace]
     streams = len(st.streams)
-    return f"{trace} trace: {st.requests:,} requests, {st.distinct:,} distinct, {streams} stream(s)"
+    distinct = "distinct not counted" if st.distinct is None else f"{st.distinct:,} distinct"
+    return f"{trace} trace: {st.requests:,} requests, {distinct}, {streams} stream(s)"
 
 
 def plot_miss_rate(result: ReplayResult, rows: list[Row], trace: str, path: Path,
@@ -152,7 +153,8 @@ def over_time_sizes(result: ReplayResult, trace: str, chosen: tuple[int, ...] | 
     evicting = [p for p in ("clock", "clock-sets", "lru", "random", "min") if (trace, p) in result.tallies]
     last = len(sizes) - 1
     for i in range(len(sizes)):
-        if evicting and all(result.tallies[(trace, p)].misses[i] <= distinct for p in evicting):
+        if evicting and distinct is not None and all(result.tallies[(trace, p)].misses[i] <= distinct
+                                                     for p in evicting):
             last = i
             break
     picks = np.unique(np.round(np.linspace(0, last, min(OVER_TIME_PANELS, last + 1))).astype(int))

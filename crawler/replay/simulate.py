@@ -100,8 +100,8 @@ class TraceStats:
 
     trace: str
     requests: int = 0
-    distinct: int = 0
-    """Sum of each stream's distinct fingerprints (its INFINITE misses)."""
+    distinct: int | None = 0
+    """Sum of each stream's distinct fingerprints (its INFINITE misses); None when not counted (streaming)."""
     window_requests: np.ndarray | None = None
     logged_cache_hits: int | None = None
     """Hits the online splitter cache logged (FLAG_CACHE_HIT), logs only."""
@@ -305,7 +305,7 @@ class _Collector:
                 tally.windows[sizes, :width] += windows[0]
 
 
-def _check(options: ReplayOptions) -> None:
+def check_options(options: ReplayOptions) -> None:
     unknown = sorted(set(options.policies) - set(POLICY_NAMES))
     if unknown:
         raise ValueError(f"unknown cache policy {', '.join(unknown)}; known policies: {', '.join(POLICY_NAMES)}")
@@ -322,7 +322,7 @@ def _check(options: ReplayOptions) -> None:
         lru_engine(options)
 
 
-def _window_requests(lengths: list[int], window: int) -> np.ndarray:
+def window_requests(lengths: list[int], window: int) -> np.ndarray:
     """Requests in each window index, summed over streams of these lengths."""
     counts = np.zeros(max((-(-n // window) for n in lengths), default=0), dtype=np.int64)
     for n in lengths:
@@ -352,7 +352,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
     least `min_requests_for_jobs` requests in all.
     """
     started = time.perf_counter()
-    _check(options)
+    check_options(options)
     parts: list[tuple[str, int, int]] = []
     arrays: dict[tuple[str, int], np.ndarray] = {}
     stats: dict[str, TraceStats] = {}
@@ -369,7 +369,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
             if logged is not None:
                 stats[trace].logged_cache_hits = (stats[trace].logged_cache_hits or 0) + logged
         if options.window is not None:
-            stats[trace].window_requests = _window_requests(lengths, options.window)
+            stats[trace].window_requests = window_requests(lengths, options.window)
     total = sum(n for _, _, n in parts)
     jobs = options.jobs if total >= min_requests_for_jobs else 1
     workdir = Path(tempfile.mkdtemp(prefix="crawler-replay-")) if jobs > 1 else None
@@ -394,7 +394,7 @@ def replay(streams: list[Stream], options: ReplayOptions, progress=None,
         _run_all(prepare, store, options, pool, prepared)
         for (trace, i), info in sorted(infos.items()):
             stats[trace].requests += info["requests"]
-            stats[trace].distinct += info["distinct"]
+            stats[trace].distinct = (stats[trace].distinct or 0) + info["distinct"]
             stats[trace].streams.append({"stream": streams[i].name, "requests": info["requests"],
                                          "distinct": info["distinct"]})
         widths = {t: 0 if st.window_requests is None else len(st.window_requests) for t, st in stats.items()}
