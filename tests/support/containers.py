@@ -3,7 +3,10 @@
 Why each piece (tests/integration/test_container_image.py uses them):
 
 - `Podman` runs `podman` with `CONTAINERS_CONF` pointing at a file of the test's own, so nothing
-  under /etc changes. The settings are what small VMs need: runc (crun cannot set rlimits where
+  under /etc changes, and inside the test's own network namespace (`netns`), so the bridge
+  network's bridge, addresses, ip_forward and netavark's iptables rules are made there and go
+  with it; only `build` runs in the host's namespace (its `--network host` needs the package
+  index and makes no bridge). The settings are what small VMs need: runc (crun cannot set rlimits where
   root lacks CAP_SYS_RESOURCE), cgroupfs (cgroups v1 hybrid, no systemd as PID 1), explicit
   ulimits no higher than the hard limits here, netavark (its aardvark-dns resolves container
   names on a network). Every container, volume, network and image it makes is recorded and
@@ -13,8 +16,6 @@ Why each piece (tests/integration/test_container_image.py uses them):
   `python:3.11-slim-bookworm`: Python 3.11 with pip and its headers (the C kernels need Python.h),
   a `python` command, pip allowed to install into the system (no EXTERNALLY-MANAGED), and the
   dpkg and apt settings of Debian's slim images.
-- `HostNetwork` restores what a bridge network changes on the host and leaves behind:
-  net.ipv4.ip_forward and netavark's NETAVARK* iptables chains.
 - `compose_run_args` turns a compose service into `podman run` flags, so the test runs the
   compose file's settings rather than a copy of them; a key it does not know is an error.
 """
@@ -26,7 +27,6 @@ import json
 import os
 import re
 import resource
-import shlex
 import shutil
 import subprocess
 import time
@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.netns import command_in
 from tests.support.processes import find_binary
 
 SUITE = "bookworm"
@@ -56,7 +57,8 @@ HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 NETAVARK_DIRS = ("/usr/lib/podman", "/usr/libexec/podman")
 # Debian package of each program the test needs (scripts/test.sh installs them; podman builds
 # with the buildah library it links, not the buildah command).
-REQUIRED = {"podman": "podman", "runc": "runc", "debootstrap": "debootstrap", "iptables": "iptables"}
+REQUIRED = {"podman": "podman", "runc": "runc", "debootstrap": "debootstrap", "iptables": "iptables",
+            "nsenter": "util-linux"}
 HELPERS = {"netavark": "netavark", "aardvark-dns": "aardvark-dns"}
 MAX_NPROC = 32768                 # higher fails to apply here (setrlimit: Operation not permitted)
 COMMAND_TIMEOUT_S = 120.0
@@ -106,10 +108,12 @@ def _lines(text: str) -> list[str]:
 
 @dataclass
 class Podman:
-    """`podman` with the test's own containers.conf; remembers what it made, `cleanup` removes it."""
+    """`podman` with the test's own containers.conf in network namespace `netns`; remembers what it made,
+    `cleanup` removes it."""
 
     tmp: Path
     prefix: str
+    netns: str | None = None
     containers: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
@@ -136,17 +140,19 @@ class Podman:
         self.binary = find_binary("podman") or "podman"
 
     def __call__(self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S, check: bool = True,
-                 stdin: int | None = None, log: Path | None = None) -> subprocess.CompletedProcess:
-        """Run `podman ARGS`; output captured (or appended to `log`); raises with its stderr when `check`."""
+                 stdin: int | None = None, log: Path | None = None, host: bool = False) -> subprocess.CompletedProcess:
+        """Run `podman ARGS` in `netns` (in the host's namespace when `host`); output captured (or appended
+        to `log`); raises with its stderr when `check`."""
+        argv = [*command_in(None if host else self.netns), self.binary, *args]
         if log is not None:
             with log.open("ab") as out:
-                result = subprocess.run([self.binary, *args], stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
+                result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
                                         timeout=timeout_s, env=self.env)
             if check and result.returncode != 0:
                 tail = log.read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"podman {' '.join(args[:3])} ... failed ({result.returncode}):\n{tail}")
             return result
-        result = subprocess.run([self.binary, *args], capture_output=True, text=True, stdin=stdin,
+        result = subprocess.run(argv, capture_output=True, text=True, stdin=stdin,
                                 timeout=timeout_s, env=self.env)
         if check and result.returncode != 0:
             raise RuntimeError(f"podman {' '.join(args)} failed ({result.returncode}): {result.stderr[-3000:]}")
@@ -177,11 +183,14 @@ class Podman:
         return name
 
     def build(self, tag: str, context: Path, dockerfile: Path, log: Path, *args: str) -> str:
-        """`podman build` without intermediate images (--layers=false) tagged `tag`; the image ID."""
+        """`podman build` without intermediate images (--layers=false) tagged `tag`; the image ID.
+
+        In the host's network namespace: with `--network host` its RUN steps reach the package index.
+        """
         iid = self.tmp / f"{re.sub(r'[^a-z0-9]+', '-', tag)}.iid"
         self.images.append(tag)
         self("build", "--layers=false", "--pull=never", "--iidfile", str(iid), "-t", tag, "-f", str(dockerfile),
-             *args, str(context), timeout_s=BUILD_TIMEOUT_S, log=log)
+             *args, str(context), timeout_s=BUILD_TIMEOUT_S, log=log, host=True)
         return iid.read_text().strip()
 
     def import_rootfs(self, rootfs: Path, tag: str) -> None:
@@ -202,6 +211,10 @@ class Podman:
 
     def address(self, name: str, network: str) -> str:
         return self.inspect(name)["NetworkSettings"]["Networks"][network]["IPAddress"]
+
+    def bridge(self, network: str) -> str:
+        """The interface name of a bridge network (podman0, podman1, ...)."""
+        return json.loads(self("network", "inspect", network).stdout)[0]["network_interface"]
 
     def wait(self, name: str, timeout_s: float) -> int:
         """Exit code of the container once it has stopped."""
@@ -292,56 +305,6 @@ def _make_python_image(rootfs: Path) -> None:
         for path in (rootfs / leftover).glob("*"):
             if path.is_file():
                 path.unlink()
-
-
-class HostNetwork:
-    """net.ipv4.ip_forward and the iptables chains as they were; `restore` puts them back.
-
-    Bridge networks turn forwarding on and netavark leaves its NETAVARK* chains (and the jumps
-    to them) after the last network is gone. Only chains that were not there before are
-    removed, so nobody else's rules are touched.
-    """
-
-    FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
-    TABLES = ("filter", "nat")
-
-    def __init__(self) -> None:
-        self.iptables = find_binary("iptables") or "iptables"
-        self.forward = self.FORWARD.read_text().strip()
-        self.chains = {table: self._chains(table) for table in self.TABLES}
-
-    def _rules(self, table: str) -> list[str]:
-        result = subprocess.run([self.iptables, "-w", "5", "-t", table, "-S"], capture_output=True, text=True,
-                                timeout=COMMAND_TIMEOUT_S)
-        return _lines(result.stdout) if result.returncode == 0 else []
-
-    def _chains(self, table: str) -> set[str]:
-        return {line.split()[1] for line in self._rules(table) if line.startswith(("-N ", "-P "))}
-
-    def _ipt(self, table: str, *args: str) -> None:
-        subprocess.run([self.iptables, "-w", "5", "-t", table, *args], capture_output=True,
-                       timeout=COMMAND_TIMEOUT_S, check=False)
-
-    def restore(self) -> list[str]:
-        """Put ip_forward back, drop new NETAVARK chains; what still differs, as messages."""
-        for table in self.TABLES:
-            new = {c for c in self._chains(table) - self.chains[table] if c.startswith("NETAVARK")}
-            for line in self._rules(table):
-                words = shlex.split(line)        # comments are quoted: "netavark firewall plugin rules"
-                if words[0] == "-A" and words[1] not in new and "-j" in words \
-                        and words[words.index("-j") + 1] in new:
-                    self._ipt(table, "-D", *words[1:])
-            for chain in new:
-                self._ipt(table, "-F", chain)
-            for chain in new:
-                self._ipt(table, "-X", chain)
-        if self.FORWARD.read_text().strip() != self.forward:
-            self.FORWARD.write_text(self.forward + "\n")
-        left = [f"{table}: {sorted(self._chains(table) - self.chains[table])}" for table in self.TABLES
-                if self._chains(table) - self.chains[table]]
-        if self.FORWARD.read_text().strip() != self.forward:
-            left.append(f"net.ipv4.ip_forward is {self.FORWARD.read_text().strip()}, was {self.forward}")
-        return left
 
 
 # --- compose ----------------------------------------------------------------------------------

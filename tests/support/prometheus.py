@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import yaml
 from tests.support.configs import write_config
 from tests.support.fixtures import REPO
+from tests.support.netns import command_in, http_get
 from tests.support.ports import free_port
 from tests.support.processes import require_binary, stop_process
 
@@ -46,14 +45,20 @@ def prometheus_config(nodes: list[dict], cluster: str, rules: Path = RULES) -> d
 
 
 class Prometheus:
-    """The Debian `prometheus` binary on a free loopback port, storage in tmp; stopped by its PID."""
+    """The Debian `prometheus` binary on a free loopback port, storage in tmp; stopped by its PID.
 
-    def __init__(self, tmp: Path, config: dict) -> None:
+    With `netns` it runs, scrapes and is queried inside that network namespace (its loopback),
+    where targets published only there are reachable.
+    """
+
+    def __init__(self, tmp: Path, config: dict, netns: str | None = None) -> None:
         self.binary = require_binary("prometheus", "prometheus")
+        self.netns = netns
         self.port = free_port()
         self.config_path = write_config(tmp / "prometheus.yml", config)
         self.log_path = tmp / "prometheus.log"
-        self.args = [self.binary, f"--config.file={self.config_path}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+        self.args = [*command_in(netns), self.binary, f"--config.file={self.config_path}",
+                     f"--storage.tsdb.path={tmp / 'tsdb'}",
                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
         self.proc: subprocess.Popen | None = None
 
@@ -67,10 +72,9 @@ class Prometheus:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
+                http_get(f"{self.url}/-/ready", 1.0, self.netns)
+                return self
+            except OSError:
                 time.sleep(POLL_S)
         self.stop()
         raise RuntimeError(f"prometheus did not get ready: {self.log_path.read_text(errors='replace')[-2000:]}")
@@ -81,8 +85,7 @@ class Prometheus:
     def query(self, expr: str, at: float) -> list[dict]:
         """An instant query at Unix time `at`; the result vector (raises on an API error)."""
         qs = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{qs}", timeout=QUERY_TIMEOUT_S) as resp:
-            body = json.load(resp)
+        body = json.loads(http_get(f"{self.url}/api/v1/query?{qs}", QUERY_TIMEOUT_S, self.netns))
         assert body["status"] == "success", (expr, body)
         return body["data"]["result"]
 
