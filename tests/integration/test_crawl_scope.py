@@ -66,7 +66,11 @@ def test_max_hops_and_exclude_fetch_exactly_the_manifest_within_the_hops(web, tm
     records = [r for i in range(NODES) for r in crawl_log(tmp_path / "data" / f"node-{i}" / "crawl.log.jsonl")
                if r["kind"] == "page"]
     by_url = {r["url"]: r for r in records}
-    assert {u: by_url[u]["hops"] for u in expected} == {u: manifest.hops[u] for u in expected}
+    # Each page is logged at its link distance, except one fetched at the limit before a nearer path
+    # reached it (docs/scope.md, same URL by two paths, 3): its line keeps the limit, its cut links went on.
+    late = {u for u in expected if by_url[u]["hops"] != manifest.hops[u]}
+    assert all(by_url[u]["hops"] == MAX_HOPS > manifest.hops[u] for u in late), \
+        {u: (by_url[u]["hops"], manifest.hops[u]) for u in late}
     for r in records:
         if r["hops"]:           # the page that first linked it was fetched (a nearer path may have lowered hops)
             parents = [p for p in records if f"{fingerprint(p['url']):016x}" == r["via"]]
