@@ -72,20 +72,22 @@ pytest=(python3 -m pytest -q -p no:cacheprovider --durations=15)
 if [ "$#" -gt 0 ]; then
   exec "${pytest[@]}" "${fast[@]}" "$@"       # a chosen set: as asked, in one process
 fi
-# The tests not marked slow are CPU-bound and independent: two processes (pytest-xdist) on two cores.
-# Beside them, the tests marked `beside` (the container image: downloads and builds, no timing checked).
-# The other slow ones (crawls with real servers, timing checked from the servers' logs) run one at a time.
+# The tests that start no crawl of their own (unit and property tests, and the integration tests not
+# marked slow) are CPU-bound and independent: two processes (pytest-xdist) on two cores. Beside them, the
+# tests marked `beside` (the container image: downloads and builds, no timing checked). Then the tests
+# marked `serial` (tests/conftest.py: the slow crawls, clusters and faults, whose timing is checked from
+# the servers' logs) one at a time, on a quiet machine.
 status=0
 beside_log="$CRAWLER_TEST_ARTIFACTS/beside.log"
 if [ "${#fast[@]}" -eq 0 ]; then
   "${pytest[@]}" -m beside >"$beside_log" 2>&1 &
   beside_pid=$!
-fi
-"${pytest[@]}" -m "not slow" -n 2 || status=1
-if [ "${#fast[@]}" -eq 0 ]; then
+  "${pytest[@]}" -m "not serial and not beside" -n 2 || status=1
   wait "$beside_pid" || status=1
-  echo "--- tests marked beside (run beside the fast ones):"
+  echo "--- tests marked beside (run beside the others):"
   cat "$beside_log"
-  "${pytest[@]}" -m "slow and not beside" || status=1
+  "${pytest[@]}" -m serial || status=1
+else
+  "${pytest[@]}" "${fast[@]}" -n 2 || status=1
 fi
 exit "$status"
