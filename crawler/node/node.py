@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import numpy as np
 from prometheus_client import CollectorRegistry
 
 from crawler._native import COMPILED, KERNELS, kernels_line
@@ -80,6 +81,8 @@ from crawler.urls import fingerprints, host_of
 from crawler.urls.lineage import NO_FP, UNKNOWN, Lineage, bare, bare_all, hops_and_vias, tag_all
 
 log = logging.getLogger("crawler.node")
+_HOPS_SALT = 0x9E3779B97F4A7C15       # odd 64-bit constant: hop counts map to distinct splitter-cache keys
+_U64_MASK = (1 << 64) - 1
 
 
 def build_cache(config: CacheConfig, where: str) -> Cache:
@@ -204,7 +207,11 @@ class Node:
         (crawler/urls/lineage.py), split by owner, ours into the DUE."""
         if not urls:
             return
-        fps, urls = await self.splitter.route(tag_all(urls, hops, seed, via), fingerprints(urls), worker)
+        fps = fingerprints(urls)
+        # With a hop limit the splitter cache must not hide a nearer path to a URL it passed before
+        # (docs/scope.md): its key is the URL's fingerprint mixed with the hop count.
+        keys = fps ^ np.uint64((hops + 1) * _HOPS_SALT & _U64_MASK) if self.nearer.active else None
+        fps, urls = await self.splitter.route(tag_all(urls, hops, seed, via), fps, worker, keys)
         if urls:
             if self.scorer is not None:
                 self.scorer.count(fps)

@@ -48,10 +48,12 @@ class HostSplitter:
         self.batches_sent = 0
         self.largest_batch = 0
 
-    async def route(self, urls: list[str], fps: np.ndarray, worker: int = NO_WORKER
-                    ) -> tuple[np.ndarray, list[str]]:
+    async def route(self, urls: list[str], fps: np.ndarray, worker: int = NO_WORKER,
+                    cache_keys: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         """Returns the URLs this node owns (fingerprints, URLs); sends the rest on. `worker`, the
-        worker whose page held them, is only logged (replay's one cache per worker)."""
+        worker whose page held them, is only logged (replay's one cache per worker). `cache_keys`
+        (default: the fingerprints) are what the cache remembers: with scope.max_hops a URL's key
+        includes its hop count, so a nearer path to a URL sent before still reaches its owner."""
         n = len(urls)
         if self.partitioner.nodes == 1 and not self._scope_all:  # single node: nothing to split
             self.local += n
@@ -65,7 +67,8 @@ class HostSplitter:
         n_cross = len(cross_idx)
         hit = None                              # bool per URL, or per cross URL (scope `cross`)
         if self.cache is not None and (self._scope_all or n_cross):
-            hit = self.cache.check_and_add_many(fps if self._scope_all else fps[cross_idx]).tolist()
+            keys = fps if cache_keys is None else cache_keys
+            hit = self.cache.check_and_add_many(keys if self._scope_all else keys[cross_idx]).tolist()
         if self.log is not None:
             self._log(fps, owners, cross_idx, hit, worker)
         self.cross += n_cross
