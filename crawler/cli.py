@@ -1,4 +1,4 @@
-"""The `crawler` command: run, demo, testweb, replay, synth (and the commands later issues add).
+"""The `crawler` command: run, demo, testweb, replay, synth, resize (and the commands later issues add).
 
 Every command that crawls prints one JSON summary as the last line of its
 standard output; progress and logs go to standard error.
@@ -95,6 +95,12 @@ def _cmd_replay(argv: list[str]) -> int:
     return replay_main(argv)
 
 
+def _cmd_resize(argv: list[str]) -> int:
+    from crawler.resize.cli import main as resize_main
+
+    return resize_main(argv)
+
+
 def _cmd_synth(argv: list[str]) -> int:
     from crawler.replay.synth_cli import main as synth_main
 
@@ -103,7 +109,7 @@ def _cmd_synth(argv: list[str]) -> int:
 
 # Commands with parsers of their own: the rest of the line is handed over untouched.
 _PASS_THROUGH = {"testweb": _cmd_testweb, "status": _cmd_status, "ctl": _cmd_ctl, "report": _cmd_report,
-                 "replay": _cmd_replay, "synth": _cmd_synth}
+                 "replay": _cmd_replay, "synth": _cmd_synth, "resize": _cmd_resize}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(see `crawler report --help`)", add_help=False)
     sub.add_parser("replay", help="simulate URL cache policies over logged splitter streams "
                                   "(see `crawler replay --help`)", add_help=False)
+    sub.add_parser("resize", help="change the node count of a stopped crawl: hosts move with their queues, "
+                                  "politeness and seen URLs (see `crawler resize --help`)", add_help=False)
     sub.add_parser("synth", help="write a URL stream from the paper's model of crawling threads, for replay "
                                  "(see `crawler synth --help`)", add_help=False)
     return parser
@@ -154,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     for i, word in enumerate(argv):
-        if not word.startswith("-"):
+        if not word.startswith("-") and (i == 0 or argv[i - 1] != "--log-level"):
             if word in _PASS_THROUGH:
-                logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                level = argv[argv.index("--log-level") + 1] if "--log-level" in argv[:i] else "WARNING"
+                logging.basicConfig(level=getattr(logging, level.upper(), logging.WARNING),
+                                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")
                 return _PASS_THROUGH[word](argv[i + 1:])
             break
     args = parser.parse_args(argv)

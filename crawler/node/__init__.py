@@ -21,10 +21,29 @@ the crawl, and holds a small object per concern that keeps a reference to it:
 - identity.py: `DataDir`, which crawl a data_dir holds, and `--fresh`.
 - seeds.py: the seed list, and each node's share of it.
 - errors.py: `ListenError` and the write errors that stop a node.
+
+The names below load on first use: `crawler resize` reads and writes data
+dirs (identity.py) and must not pay for importing the whole crawler
+(aiohttp, the parsers, the console: about a second per process).
 """
 
-from crawler.node.errors import ListenError
-from crawler.node.node import Node, build_cache
-from crawler.node.totals import CrawlTotals, PageCounts, saved_summary
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crawler.node.errors import ListenError
+    from crawler.node.node import Node, build_cache
+    from crawler.node.totals import CrawlTotals, PageCounts, saved_summary
+
+_WHERE = {"ListenError": "errors", "Node": "node", "build_cache": "node", "CrawlTotals": "totals",
+          "PageCounts": "totals", "saved_summary": "totals"}
 __all__ = ["CrawlTotals", "ListenError", "Node", "PageCounts", "build_cache", "saved_summary"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crawler.node' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"crawler.node.{module}"), name)

@@ -24,6 +24,7 @@ log = logging.getLogger("crawler.node")
 # What a later run resumes; --fresh removes it (WARC files and the crawl log stay).
 STATE_DIRS = ("due", "peers", "frontier", "state")
 STATE_FILE = "state.json"
+CARRIED = ("resized",)        # kept by every later write of state.json: the last node-count change (crawler resize)
 
 
 class DataDir:
@@ -36,6 +37,7 @@ class DataDir:
         c = config
         self.identity: dict[str, Any] = {"cluster": c.cluster.name, "node": node_id, "nodes": len(c.cluster.nodes),
                                          "partition": c.cluster.partition}
+        self.carried: dict[str, Any] = {}
 
     def check(self, fresh: bool) -> bool:
         """True when this run resumes an earlier one on data_dir; refuses what is not ours to resume."""
@@ -64,16 +66,21 @@ class DataDir:
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
             diff = ", ".join(f"{k} {theirs[k]!r} (now {mine[k]!r})" for k in mine if theirs[k] != mine[k])
+            if all(theirs[k] == mine[k] for k in ("cluster", "node")):
+                hint = ("To go on with the new node count, run `crawler resize -c NEW --from OLD` on every node "
+                        "of both files first (docs/operations.md, 'Change the node count'). " + hint)
             raise ConfigError(f"{where} holds another crawl: {diff}. {hint}")
         if state.get("finished"):
             raise ConfigError(f"{where} holds a crawl that finished at {state.get('finished_at', '?')}; "
                               f"there is nothing to resume. {hint}")
+        self.carried = {k: state[k] for k in CARRIED if k in state}
         log.warning("node %d: resuming the crawl in %s", self.node_id, self.path)
         return True
 
     def write_state(self, **extra: object) -> None:
         """`state.json`: the identity and whether the crawl finished; replaced whole and durably."""
-        state = dict(self.identity, **extra)
+        state = dict(self.identity, **self.carried)
+        state.update(extra)
         atomic_write(self.path / STATE_FILE, json.dumps(state, sort_keys=True) + "\n")
 
     def remove_state(self) -> None:

@@ -166,6 +166,10 @@ class PeerNetwork:
         """Every batch up to each peer's mark is ACKed or spooled (survives our being killed)."""
         return all(self._links[pid].durable_through(seq) for pid, seq in marks.items())
 
+    def delivered(self, peer_id: int) -> bool:
+        """Every batch queued for `peer_id` so far is ACKed (nothing queued, unacked or spooled)."""
+        return self._link(peer_id).drained()
+
     def idle(self) -> bool:
         """Nothing queued, unacked or spooled for any peer, and no received batch being processed."""
         return all(link.drained() for link in self._links.values()) and not (self._server and self._server.busy())

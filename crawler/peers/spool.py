@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawler.fsutil import atomic_write, short_write_error
-from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, FrameType, batch_seq
+from crawler.peers.frames import BATCH_HEAD, HEADER_BYTES, FrameType, batch_seq, decode_batch
 
 log = logging.getLogger(__name__)
 
@@ -347,3 +347,16 @@ class SeqAllocator:
     def _extend(self) -> None:
         self._lease_end = self._next + SEQ_LEASE
         atomic_write(self.path, json.dumps({"stream_id": self.stream_id, "lease_end": self._lease_end}))
+
+
+def spooled_urls(directory: str | os.PathLike) -> list[str]:
+    """The URLs of every batch waiting in one peer's spool directory, in sequence order (read by
+    `crawler resize`, which hands them to their new owners; the spool itself is left as it is)."""
+    spool = Spool(directory)
+    urls: list[str] = []
+    try:
+        while (item := spool.read_next()) is not None:
+            urls += decode_batch(item[0][HEADER_BYTES:])[1]
+    finally:
+        spool.close()
+    return urls

@@ -67,3 +67,21 @@ def test_finished_crawl_is_refused_and_fresh_starts_over(tmp_path):
     node = Node(c, 0, fresh=True)
     assert not node.resuming and not (tmp_path / "node-0" / "state.json").exists()
     node.due.close()
+
+
+def test_a_changed_node_count_is_refused_with_the_way_to_resize(tmp_path):
+    c = config(tmp_path)
+    _state(tmp_path, cluster=c.cluster.name, partition=c.cluster.partition, nodes=2)
+    with pytest.raises(ConfigError, match=r"nodes 2 \(now 1\).*crawler resize"):
+        Node(c, 0)
+
+
+def test_state_json_keeps_the_last_resize_across_restarts(tmp_path):
+    import json
+    c = config(tmp_path)
+    _state(tmp_path, cluster=c.cluster.name, partition=c.cluster.partition, resized={"run": "r", "from_nodes": 2})
+    node = Node(c, 0)
+    node.dir.write_state(finished=False)
+    node.due.close()
+    state = json.loads((tmp_path / "node-0" / "state.json").read_text())
+    assert state["resized"] == {"run": "r", "from_nodes": 2} and state["finished"] is False
