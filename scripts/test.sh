@@ -76,7 +76,8 @@ fi
 # marked slow) are CPU-bound and independent: two processes (pytest-xdist) on two cores. Beside them, the
 # tests marked `beside` (the container image: downloads and builds, no timing checked). Then the tests
 # marked `serial` (tests/conftest.py: the slow crawls, clusters and faults, whose timing is checked from
-# the servers' logs) one at a time, on a quiet machine.
+# the servers' logs): those also marked `paired` two at a time (one test file per process), then the rest
+# one at a time, on a quiet machine.
 status=0
 beside_log="$CRAWLER_TEST_ARTIFACTS/beside.log"
 if [ "${#fast[@]}" -eq 0 ]; then
@@ -86,7 +87,8 @@ if [ "${#fast[@]}" -eq 0 ]; then
   wait "$beside_pid" || status=1
   echo "--- tests marked beside (run beside the others):"
   cat "$beside_log"
-  "${pytest[@]}" -m serial || status=1
+  "${pytest[@]}" -m "serial and paired" -n 2 --dist loadfile || status=1
+  "${pytest[@]}" -m "serial and not paired" || status=1
 else
   "${pytest[@]}" "${fast[@]}" -n 2 || status=1
 fi

@@ -7,8 +7,8 @@ queued URLs in the order they would be taken, when it may next be contacted
 and its response-time estimates. This module is the frontier's side of that:
 `read_hosts` opens the directory the way a restarting node does (newest
 checkpoint, then the journals after it: a killed node's last records count)
-and yields one `HostHandoff` per host; `write_frontier` writes a directory a
-node then resumes from like any other, each host's URLs as one chunk.
+and yields one `HostHandoff` per host; `FrontierWriter` writes a directory a
+node then resumes from like any other, each host's URLs as chunks.
 
 The formats stay the frontier's own (journal.py, segments.py): nothing
 outside this package reads them.
@@ -77,26 +77,46 @@ def read_hosts(directory: Path, config: FrontierConfig, workers: int, max_delay_
         store.close()
 
 
-def write_frontier(directory: Path, hosts: Iterable[HostHandoff]) -> int:
-    """A new frontier directory holding `hosts` (written durably; the directory must be new or empty);
-    returns the URLs it holds. A node resumes from it as from its own last checkpoint."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if any(directory.iterdir()):
-        raise FileExistsError(f"{directory} is not empty")
-    chunks = ChunkFile(directory, 1)
-    records: list[HostRecord] = []
-    seq = 0
-    queued = 0
-    try:
-        for host in hosts:
-            refs = []
-            if host.entries:
-                refs.append(chunks.write(host.entries).as_list())
-                seq = max(seq, max(e[0] for e in host.entries))
-                queued += len(host.entries)
-            records.append(HostRecord(host.name, host.next_ok_wall, host.ip, host.stats, refs))
-    finally:
-        chunks.close()
-    fsync_dir(directory)
-    write_checkpoint(directory, 1, seq + 1, [], iter(records))
-    return queued
+class FrontierWriter:
+    """Writes a new frontier directory host by host, each host's URLs as chunks on disk as they come (only
+    one line per host stays in memory); `close` writes the checkpoint that names them. A host added twice
+    gets the second queue after the first. A node resumes from the directory as from its own checkpoint."""
+
+    def __init__(self, directory: Path, chunk_urls: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        if any(directory.iterdir()):
+            raise FileExistsError(f"{directory} is not empty")
+        self.directory = directory
+        self._chunks = ChunkFile(directory, 1)
+        self._chunk_urls = max(1, chunk_urls)          # frontier.chunk_urls: what a refill reads at once
+        self._records: dict[str, HostRecord] = {}
+        self.seq = 0
+        self.queued = 0
+
+    def add(self, host: HostHandoff) -> None:
+        record = self._records.get(host.name)
+        if record is None:
+            record = self._records[host.name] = HostRecord(host.name, host.next_ok_wall, host.ip, host.stats, [])
+        # In arrival order (sequence numbers): a restart's order puts a host's RAM tail before its spilled
+        # chunks; the new owner takes the queue as it came, a chunk at a time.
+        entries = sorted(host.entries)
+        for i in range(0, len(entries), self._chunk_urls):
+            record.chunks.append(self._chunks.write(entries[i:i + self._chunk_urls]).as_list())
+        if host.entries:
+            self.seq = max(self.seq, max(e[0] for e in host.entries))
+            self.queued += len(host.entries)
+
+    def close(self) -> int:
+        """Make it durable; returns the URLs it holds."""
+        self._chunks.close()
+        fsync_dir(self.directory)
+        write_checkpoint(self.directory, 1, self.seq + 1, [], iter(self._records.values()))
+        return self.queued
+
+
+def write_frontier(directory: Path, hosts: Iterable[HostHandoff], chunk_urls: int) -> int:
+    """A new frontier directory holding `hosts` (see FrontierWriter); returns the URLs it holds."""
+    writer = FrontierWriter(directory, chunk_urls)
+    for host in hosts:
+        writer.add(host)
+    return writer.close()

@@ -4,7 +4,8 @@ Ordered so that a participant killed in the middle is run again and ends in
 the same state:
 
 1. the new frontier (kept hosts, received hosts, and the URLs the DUE had
-   found new but never queued) is written whole to `frontier.resized/`, then
+   found new but never queued) is written to `frontier.resized/` (the kept
+   hosts as they are read, while sending), then
    swapped in (a marker in `resize/` says the swap is decided; a rerun only
    finishes it);
 2. the DUE learns the received seen URLs and the received hosts' queued URLs
@@ -36,10 +37,10 @@ from crawler.control.settings import ControlSettings
 from crawler.due import DiskDUE
 from crawler.fetch.robots import STATE_VERSION as ROBOTS_STATE_VERSION
 from crawler.fetch.robots import RobotsCache
-from crawler.frontier.handoff import HostHandoff, write_frontier
+from crawler.frontier.handoff import HostHandoff
 from crawler.fsutil import atomic_write, fsync_dir
 from crawler.node.identity import DataDir
-from crawler.resize.outgoing import SEEN_MOVED, Kept
+from crawler.resize.outgoing import SEEN_MOVED, STAGED_FRONTIER, Kept, staged_frontier
 from crawler.resize.plan import ResizePlan
 from crawler.resize.records import Incoming
 from crawler.state import StateStore
@@ -52,12 +53,10 @@ SWAPPED = "swapped"            # under resize/: the new frontier is complete; th
 SUBMIT_CHUNK = 100_000
 
 
-def resized_frontier(kept: Kept, incoming: Incoming) -> list[HostHandoff]:
-    """Kept hosts, received hosts, then the URLs found new but never queued, at the end of their host."""
-    hosts = {h.name: h for h in kept.hosts}
-    hosts.update(incoming.hosts)
-    seq = max((e[0] for h in hosts.values() for e in h.entries), default=0)
-    for url in kept.ready:
+def _ready_hosts(ready: list[str], seq: int) -> list[HostHandoff]:
+    """URLs found new but never queued, as host queues numbered after everything else."""
+    hosts: dict[str, HostHandoff] = {}
+    for url in ready:
         name = host_of(bare(url))
         host = hosts.get(name)
         if host is None:
@@ -67,13 +66,19 @@ def resized_frontier(kept: Kept, incoming: Incoming) -> list[HostHandoff]:
     return list(hosts.values())
 
 
-def _swap_frontier(data_dir: Path, work: Path, hosts: list[HostHandoff]) -> int:
-    frontier, staged = data_dir / "frontier", data_dir / "frontier.resized"
+def _swap_frontier(data_dir: Path, work: Path, kept: Kept, incoming: Incoming, chunk_urls: int) -> int:
+    """Step 1: kept hosts (written while sending), received hosts, then the URLs found new but never
+    queued, at the end of their host; returns the URLs queued (-1: a rerun found it written)."""
+    frontier, staged = data_dir / "frontier", data_dir / STAGED_FRONTIER
     before = data_dir / "frontier.before-resize"
     queued = -1
     if not (work / SWAPPED).exists():
-        shutil.rmtree(staged, ignore_errors=True)
-        queued = write_frontier(staged, hosts)
+        writer = kept.writer or staged_frontier(data_dir, chunk_urls)
+        for host in incoming.hosts.values():
+            writer.add(host)
+        for host in _ready_hosts(kept.ready, writer.seq):
+            writer.add(host)
+        queued = writer.close()
         atomic_write(work / SWAPPED, "")
     if staged.exists():
         if frontier.exists():
@@ -118,7 +123,7 @@ def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, inc
     """Steps 1-4 for a node of the new cluster; returns its figures."""
     data_dir = plan.data_dir(node_id)
     work = data_dir / "resize"
-    queued = _swap_frontier(data_dir, work, resized_frontier(kept, incoming))
+    queued = _swap_frontier(data_dir, work, kept, incoming, plan.new.frontier.chunk_urls)
     seen = incoming.seen + [bare(e[2]) for h in incoming.hosts.values() for e in h.entries]
     _submit(due, seen)
     due.flush()                      # all seen already (step 2): nothing new comes out that is not queued
@@ -137,7 +142,7 @@ def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, inc
                                  "from_partition": plan.old.cluster.partition,
                                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     shutil.rmtree(work, ignore_errors=True)
-    return {"queued": queued, "hosts": len(kept.hosts) + len(incoming.hosts),
+    return {"queued": queued, "hosts": kept.hosts + len(incoming.hosts),
             "received_hosts": len(incoming.hosts), "received_seen": len(incoming.seen),
             "received_transit": len(incoming.transit), "received_robots": len(incoming.robots)}
 

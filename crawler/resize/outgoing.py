@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crawler.fetch.robots import STATE_VERSION as ROBOTS_STATE_VERSION
 from crawler.fetch.robots import RobotsCache
-from crawler.frontier.handoff import HostHandoff, read_hosts
+from crawler.frontier.handoff import FrontierWriter, HostHandoff, read_hosts
 from crawler.peers.spool import spooled_urls
 from crawler.resize.plan import ResizePlan
 from crawler.resize.records import ROBOTS, SEEN, TRANSIT, host_line, queued_line, url_line
@@ -42,6 +43,7 @@ log = logging.getLogger("crawler.resize")
 
 SEEN_MOVED = "seen-moved.log"       # under data_dir: seen URLs of hosts an earlier resize moved here
 CRAWL_LOG = "crawl.log.jsonl"
+STAGED_FRONTIER = "frontier.resized"
 BATCH_LINES = 2000
 
 
@@ -103,6 +105,13 @@ class Outgoing:
         self._buffers = {}
 
 
+def staged_frontier(data_dir: Path, chunk_urls: int) -> FrontierWriter:
+    """The new frontier, written beside the old one (`frontier.resized`, swapped in by apply.py)."""
+    staged = data_dir / STAGED_FRONTIER
+    shutil.rmtree(staged, ignore_errors=True)
+    return FrontierWriter(staged, chunk_urls)
+
+
 def seen_urls(data_dir: Path) -> Iterator[str]:
     """Every URL this node's crawl log says was fetched or refused (robots.txt fetches are not URLs of the
     crawl), then those earlier resizes handed it."""
@@ -137,17 +146,23 @@ def spooled(data_dir: Path) -> list[str]:
 
 @dataclass
 class Kept:
-    """What a sender keeps: its hosts that stay, URLs to queue, URLs in transit for its own DUE."""
-    hosts: list[HostHandoff] = field(default_factory=list)
+    """What a sender keeps: its hosts that stay (already written to the new frontier, `writer`), URLs to
+    queue, URLs in transit for its own DUE."""
+    writer: FrontierWriter | None = None
+    hosts: int = 0
     ready: list[str] = field(default_factory=list)
     transit: list[str] = field(default_factory=list)
 
 
 async def hand_over(plan: ResizePlan, node_id: int, ready: list[str], out: Outgoing) -> Kept:
-    """Read this sender's state and send every record; returns what stays here."""
+    """Read this sender's state and send every record; returns what stays here. The hosts that stay
+    go straight into the new frontier's staging directory (apply.py), so the resize holds no queue in
+    memory but the one host it is reading."""
     data_dir = plan.data_dir(node_id)
     owner = plan.new_owner().owner
     kept = Kept()
+    if plan.is_receiver(node_id):
+        kept.writer = staged_frontier(data_dir, plan.new.frontier.chunk_urls)
     c = plan.old
     frontier_dir = data_dir / "frontier"
     if frontier_dir.exists():
@@ -155,7 +170,9 @@ async def hand_over(plan: ResizePlan, node_id: int, ready: list[str], out: Outgo
         for host in read_hosts(frontier_dir, c.frontier, c.workers, max_delay_s):
             dest = owner(host.name)
             if dest == node_id:
-                kept.hosts.append(host)
+                assert kept.writer is not None, "a dropped node keeps no host"
+                kept.writer.add(host)
+                kept.hosts += 1
             else:
                 await out.host(dest, host)
     for entry in StateStore(data_dir / "state").read(RobotsCache.name, ROBOTS_STATE_VERSION) or ():
@@ -181,5 +198,5 @@ async def hand_over(plan: ResizePlan, node_id: int, ready: list[str], out: Outgo
     await out.flush()
     log.info("resize: node %d sends %d hosts (%d queued URLs), %d seen URLs, %d robots.txt entries, %d in transit; "
              "keeps %d hosts", node_id, out.sent.hosts, out.sent.queued, out.sent.seen, out.sent.robots,
-             out.sent.transit, len(kept.hosts))
+             out.sent.transit, kept.hosts)
     return kept

@@ -53,7 +53,7 @@ def test_hosts_round_trip_through_a_new_frontier_with_spilled_queues_in_order(tm
         assert sorted(e[2] for e in h.entries) == sorted(queued[h.name])
     moved = [h for h in hosts if h.name in HOSTS[:3]]
     moved[0].next_ok_wall = 4_102_444_800.0                     # 2100-01-01: may not be contacted now
-    assert write_frontier(tmp_path / "new", moved) == 75
+    assert write_frontier(tmp_path / "new", moved, chunk_urls=8) == 75
     new = Frontier(config, 4, directory=tmp_path / "new")
     assert new.queued == 75
     got = _drain(new, 50)
@@ -63,7 +63,7 @@ def test_hosts_round_trip_through_a_new_frontier_with_spilled_queues_in_order(tm
         assert [u for h, u in got if h == name] == queued[name]
     new.shutdown()
     with pytest.raises(FileExistsError):
-        write_frontier(tmp_path / "new", moved)
+        write_frontier(tmp_path / "new", moved, chunk_urls=8)
 
 
 def test_staging_keeps_one_copy_per_record_and_is_complete_only_with_all(tmp_path):
