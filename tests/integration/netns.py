@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import time
+from pathlib import Path
 
 SUBNET = "10.213.77"        # inside the test's own namespaces only; never reachable from outside
 
@@ -75,6 +77,25 @@ class Switch:
         """Command prefix that runs a program inside host `name`."""
         return ["ip", "netns", "exec", self.hosts[name][0]]
 
+    def run_each(self, names: list[str], argv: list[str], env: dict[str, str], timeout_s: float) -> list[str]:
+        """`argv` inside each host of `names` at once (each gets `--node I`, I its index); every one must exit
+        0 within `timeout_s`; returns their standard outputs. Leftovers are killed by PID."""
+        procs = [subprocess.Popen([*self.prefix(name), *argv, "--node", str(i)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env, text=True) for i, name in enumerate(names)]
+        deadline = time.monotonic() + timeout_s
+        outputs = []
+        try:
+            for p in procs:
+                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                assert p.returncode == 0, err[-3000:]
+                outputs.append(out)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(timeout=10)
+        return outputs
+
     def close(self) -> None:
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
@@ -85,3 +106,17 @@ class Switch:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def cluster_config(name: str, secret_env: str, nodes: list[tuple[str, str]], web_addr: str, seeds: str,
+                   data_dir: Path) -> dict:
+    """A cluster file for nodes on the switch's hosts (`nodes`: (namespace, address) each), every node on
+    the same ports in its own namespace, fetching from its own address, the test web at `web_addr`."""
+    return {"cluster": {"name": name, "secret_env": secret_env, "nodes": [
+                {"id": i, "host": addr, "peer_port": 7400, "metrics_port": 9400, "source_address": addr}
+                for i, (_, addr) in enumerate(nodes)]},
+            "crawl": {"seeds_file": seeds, "data_dir": str(data_dir / "node-{node}")},
+            "workers": 16,
+            "fetch": {"dns": {"overrides": {"*.web.test": web_addr}}, "read_timeout_s": 2, "total_timeout_s": 10},
+            "splitter": {"batch_ms": 50},
+            "metrics": {"bind": "0.0.0.0", "progress_interval_s": 0}}

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 
 import pytest
 from tests.integration import netns
@@ -49,31 +47,11 @@ def test_three_nodes_in_three_namespaces(tmp_path, switch):
     args = ["--bind", web_addr, "--port", "8080", "--hosts", "40", "--pages", "2000", "--no-slow-host",
             "--stall-s", "3"]
     with TestWebProcess(tmp_path / "web", args, command_prefix=switch.prefix("web")) as web:
-        config = write_config(tmp_path / "crawl.yaml", {
-            "cluster": {"name": "netns", "secret_env": "CRAWLER_TEST_SECRET", "nodes": [
-                {"id": i, "host": addr, "peer_port": 7400, "metrics_port": 9400, "source_address": addr}
-                for i, (_, addr) in enumerate(nodes)]},
-            "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp_path / "data" / "node-{node}")},
-            "workers": 16,
-            "fetch": {"dns": {"overrides": {"*.web.test": web_addr}}, "read_timeout_s": 2, "total_timeout_s": 10},
-            "splitter": {"batch_ms": 50},
-            "metrics": {"bind": "0.0.0.0", "progress_interval_s": 0},
-        })
-        procs = [subprocess.Popen([*switch.prefix(f"n{i}"), sys.executable, "-m", "crawler", "run", "-c", str(config),
-                                   "--node", str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                  text=True) for i in range(NODES)]
-        outputs = []
-        deadline = time.monotonic() + TIMEOUT_S
-        try:
-            for p in procs:
-                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-                assert p.returncode == 0, err[-2000:]
-                outputs.append(json.loads(out.splitlines()[-1]))
-        finally:
-            for p in procs:                        # by PID, whatever happened
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(timeout=10)
+        config = write_config(tmp_path / "crawl.yaml", netns.cluster_config(
+            "netns", "CRAWLER_TEST_SECRET", nodes, web_addr, web.info["seeds"], tmp_path / "data"))
+        run = [sys.executable, "-m", "crawler", "run", "-c", str(config)]
+        outputs = [json.loads(out.splitlines()[-1])
+                   for out in switch.run_each([f"n{i}" for i in range(NODES)], run, env, TIMEOUT_S)]
         requests, manifest = web.requests(), web.manifest()
     result = compare(requests, manifest)
     assert result.ok, (sorted(result.missing)[:5], sorted(result.unexpected)[:5], list(result.duplicates)[:5])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -101,23 +100,9 @@ def _in_namespaces(tmp: Path, switch: netns.Switch) -> dict:
 
     def each(config: Path, args: list[str]) -> list[str]:
         """`crawler ARGS --node I` for every node of `config`, each in its own namespace; their last lines."""
-        nodes = len(yaml.safe_load(config.read_text())["cluster"]["nodes"])
-        procs = [subprocess.Popen([*switch.prefix(f"n{i}"), sys.executable, "-m", "crawler", *args, "--node", str(i)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-                 for i in range(nodes)]
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        lines = []
-        try:
-            for p in procs:
-                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-                assert p.returncode == 0, err[-3000:]
-                lines.append(out.splitlines()[-1])
-        finally:
-            for p in procs:                        # by PID, whatever happened
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(timeout=10)
-        return lines
+        names = [f"n{i}" for i in range(len(yaml.safe_load(config.read_text())["cluster"]["nodes"]))]
+        outs = switch.run_each(names, [sys.executable, "-m", "crawler", *args], env, RUN_TIMEOUT_S)
+        return [out.splitlines()[-1] for out in outs]
 
     def crawl(config: Path) -> list[dict]:
         return [json.loads(line) for line in each(config, ["run", "-c", str(config)])]
@@ -132,14 +117,7 @@ def _in_namespaces(tmp: Path, switch: netns.Switch) -> dict:
 
     args = ["--bind", web_addr, "--port", "8080", *WEB]
     with TestWebProcess(tmp / "web", args, command_prefix=switch.prefix("web")) as web:
-        base = {"cluster": {"name": "netns", "secret_env": next(iter(SECRET)), "nodes": [
-                    {"id": i, "host": addr, "peer_port": 7400, "metrics_port": 9400, "source_address": addr}
-                    for i, (_, addr) in enumerate(hosts)]},
-                "crawl": {"seeds_file": web.info["seeds"], "data_dir": str(tmp / "data" / "node-{node}")},
-                "workers": 16,
-                "fetch": {"dns": {"overrides": {"*.web.test": web_addr}}, "read_timeout_s": 2, "total_timeout_s": 10},
-                "splitter": {"batch_ms": 50},
-                "metrics": {"bind": "0.0.0.0", "progress_interval_s": 0}}
+        base = netns.cluster_config("netns", next(iter(SECRET)), hosts, web_addr, web.info["seeds"], tmp / "data")
         result = _chain(tmp, web, base, crawl, resize)
     result["addresses"] = [addr for _, addr in hosts]
     return result
