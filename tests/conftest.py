@@ -24,6 +24,7 @@ import pytest
 _SERIAL_DIRS = ("integration", "faults")
 _PAIRED = frozenset({
     "test_cluster.py", "test_cluster_netns.py", "test_cluster_report.py", "test_cluster_resize.py",
+    "test_resize_exchange.py",
     "test_control_cluster.py", "test_crawl_https.py", "test_crawl_policies.py", "test_crawl_scope.py",
     "test_crawl_testweb.py", "test_crawl_tiny_due.py", "test_demo.py", "test_prometheus.py", "test_replay_crawl.py",
     "test_due_crash.py", "test_testweb_https.py", "test_deploy_entrypoint.py", "test_node_kernels.py",

@@ -72,10 +72,13 @@ def check_data_dir(plan: ResizePlan, node_id: int) -> bool:
     if state is not None and (state.get("resized", {}).get("run") == run
                               or state.get("handed_over", {}).get("run") == run):
         return True
+    # An earlier run of this resize that did not finish left its staging directory; the DUE and frontier
+    # directories beside it may be that run's (a node that never crawled opens its DUE to receive).
+    unfinished = (data_dir / "resize").exists()
     if plan.is_sender(node_id):
         c = plan.old.cluster
         if state is None:
-            if any((data_dir / d).exists() for d in STATE_DIRS):
+            if not unfinished and any((data_dir / d).exists() for d in STATE_DIRS):
                 raise ConfigError(f"{where} holds crawl state but no {STATE_FILE}: not a crawl to resize")
             return False              # the node never crawled: it has nothing to send
         want = {"cluster": c.name, "node": node_id, "nodes": plan.old_nodes, "partition": c.partition}
@@ -85,7 +88,7 @@ def check_data_dir(plan: ResizePlan, node_id: int) -> bool:
         if state.get("finished"):
             raise ConfigError(f"{where}: the crawl finished at {state.get('finished_at', '?')}; nothing to resize")
         return False
-    if state is not None or any((data_dir / d).exists() for d in ("due", "frontier")):
+    if state is not None or (not unfinished and any((data_dir / d).exists() for d in ("due", "frontier"))):
         raise ConfigError(f"{where}: a node the resize adds needs an empty data_dir (it holds a crawl)")
     return False
 

@@ -26,11 +26,13 @@ from crawler.frontier.handoff import read_hosts
 from crawler.node.identity import DataDir
 from crawler.peers.frames import encode_batch
 from crawler.peers.spool import Spool
-from crawler.resize.participant import Participant
+from crawler.resize.participant import Participant, ResizeError
 from crawler.resize.plan import ResizePlan
 from crawler.splitter import Partitioner
 from crawler.state import StateStore
 from crawler.urls import fingerprints
+
+pytestmark = pytest.mark.slow          # about 5 s each: two in-process resizes over real TCP
 
 HOSTS = [f"h{i:02d}.web.test" for i in range(24)]
 NOT_BEFORE = time.time() + 3600            # an hour from now: what the old owner's last response earned
@@ -131,3 +133,27 @@ def test_a_resize_moves_queues_seen_urls_spools_robots_and_blocks(tmp_path, monk
     assert not (tmp_path / "data" / "node-0" / "peers").exists()              # the old cluster's streams
     again = asyncio.run(_resize(plan))
     assert all(r.get("already_applied") for r in again)
+
+
+def test_a_resize_a_participant_missed_fails_clearly_and_the_rerun_completes_it(tmp_path, monkeypatch):
+    for key, value in SECRET.items():
+        monkeypatch.setenv(key, value)
+    old, new = _configs(tmp_path)
+    held = _crawled_node0(old, tmp_path)
+    plan = ResizePlan.load(old, new, "old.yaml", "new.yaml")
+
+    async def without_node2() -> list:
+        return await asyncio.gather(*(Participant(plan, i, timeout_s=3).run() for i in (0, 1)),
+                                    return_exceptions=True)
+    first = asyncio.run(without_node2())
+    assert all(isinstance(r, ResizeError) and "nodes [2]" in str(r) for r in first), first
+    state = json.loads((tmp_path / "data" / "node-0" / "state.json").read_text())
+    assert state["nodes"] == 2                                                # nothing applied anywhere
+    assert len(list(read_hosts(tmp_path / "data" / "node-0" / "frontier", old.frontier, old.workers, 60.0))) \
+        == len(held["queued"])
+    asyncio.run(_resize(plan))
+    owner = Partitioner(3, "rendezvous").owner
+    moved = sorted(h for h in held["queued"] if owner(h) == 2)
+    got = {h.name: [e[2] for e in h.entries]
+           for h in read_hosts(tmp_path / "data" / "node-2" / "frontier", new.frontier, new.workers, 60.0)}
+    assert got == {h: held["queued"][h] for h in moved}                      # once each, not twice
