@@ -1,7 +1,7 @@
 """A participant's last, local step: turn what it kept and what it received into its state for M nodes.
 
 Ordered so that a participant killed in the middle is run again and ends in
-the same state:
+the same state (a marker in `resize/` after each step says it is done):
 
 1. the new frontier (kept hosts, received hosts, and the URLs the DUE had
    found new but never queued) is written to `frontier.resized/` (the kept
@@ -50,6 +50,8 @@ from crawler.urls.lineage import bare, bare_all
 log = logging.getLogger("crawler.resize")
 
 SWAPPED = "swapped"            # under resize/: the new frontier is complete; the swap is decided
+DUE_SEEN = "due-seen"          # under resize/: the DUE knows the received seen URLs (step 2 done)
+DUE_TRANSIT = "due-transit"    # under resize/: the URLs in transit are in the DUE's buffer (step 3 done)
 SUBMIT_CHUNK = 100_000
 
 
@@ -124,11 +126,18 @@ def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, inc
     data_dir = plan.data_dir(node_id)
     work = data_dir / "resize"
     queued = _swap_frontier(data_dir, work, kept, incoming, plan.new.frontier.chunk_urls)
-    seen = incoming.seen + [bare(e[2]) for h in incoming.hosts.values() for e in h.entries]
-    _submit(due, seen)
-    due.flush()                      # all seen already (step 2): nothing new comes out that is not queued
-    _submit(due, incoming.transit + kept.transit)
-    due.close()                      # the transit stays buffered in the DUE's journal (step 3)
+    # Steps 2 and 3, each once: a flush after the transit is in the buffer would merge it and drop it
+    # with the seen URLs, so a rerun that finds the seen URLs in goes straight to the transit (submitting
+    # that twice only repeats it in the buffer, which the merge counts once).
+    if not (work / DUE_SEEN).exists():
+        _submit(due, incoming.seen + [bare(e[2]) for h in incoming.hosts.values() for e in h.entries])
+        due.flush()                  # all seen already: nothing new comes out that is not queued
+        atomic_write(work / DUE_SEEN, "")
+    if not (work / DUE_TRANSIT).exists():
+        _submit(due, incoming.transit + kept.transit)
+        due.close()                  # the transit stays buffered in the DUE's journal, unmerged
+        atomic_write(work / DUE_TRANSIT, "")
+    due.close()
     if incoming.seen:
         with (data_dir / SEEN_MOVED).open("a", encoding="utf-8", errors="surrogatepass") as f:
             f.write("".join(url + "\n" for url in incoming.seen))

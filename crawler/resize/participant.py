@@ -222,6 +222,7 @@ class Participant:
             if due is not None:
                 due.close()
             apply_dropped(plan, me)
+        self.net.broadcast_control({"resize": self.run_id, "kind": "applied"})    # a rerun's others may wait
         result["exchange_s"] = round(exchanged - t0, 3)
         result["seconds"] = round(time.monotonic() - t0, 3)
         return result

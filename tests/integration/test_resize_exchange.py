@@ -157,3 +157,39 @@ def test_a_resize_a_participant_missed_fails_clearly_and_the_rerun_completes_it(
     got = {h.name: [e[2] for e in h.entries]
            for h in read_hosts(tmp_path / "data" / "node-2" / "frontier", new.frontier, new.workers, 60.0)}
     assert got == {h: held["queued"][h] for h in moved}                      # once each, not twice
+
+
+def test_a_participant_cut_after_its_swap_finishes_on_the_rerun(tmp_path, monkeypatch):
+    """Node 2 dies between swapping in its new frontier and writing state.json: the others are done;
+    the rerun finishes node 2 from its staging, the others only answer, nothing is queued twice."""
+    for key, value in SECRET.items():
+        monkeypatch.setenv(key, value)
+    old, new = _configs(tmp_path)
+    held = _crawled_node0(old, tmp_path)
+    plan = ResizePlan.load(old, new, "old.yaml", "new.yaml")
+    real = DataDir.write_state
+
+    def cut(self, **extra):
+        if self.node_id == 2:
+            raise OSError("cut here")
+        return real(self, **extra)
+    monkeypatch.setattr(DataDir, "write_state", cut)
+
+    async def first_run() -> list:
+        return await asyncio.gather(*(Participant(plan, i, timeout_s=30).run() for i in range(3)),
+                                    return_exceptions=True)
+    first = asyncio.run(first_run())
+    assert isinstance(first[2], OSError) and not isinstance(first[0], BaseException)
+    monkeypatch.setattr(DataDir, "write_state", real)
+    t0 = time.monotonic()
+    again = asyncio.run(_resize(plan))
+    assert again[0].get("already_applied") and again[1].get("already_applied") and not again[2].get("already_applied")
+    assert time.monotonic() - t0 < 8            # the others stop answering once node 2 says it applied
+    owner = Partitioner(3, "rendezvous").owner
+    got = {h.name: [e[2] for e in h.entries]
+           for h in read_hosts(tmp_path / "data" / "node-2" / "frontier", new.frontier, new.workers, 60.0)}
+    assert got == {h: held["queued"][h] for h in held["queued"] if owner(h) == 2}
+    due = DiskDUE(tmp_path / "data" / "node-2" / "due", new.due)
+    assert sorted(due.flush()) == sorted(u for u in held["spooled"] if owner(u.split("/")[2]) == 2)
+    due.close()
+    assert json.loads((tmp_path / "data" / "node-2" / "state.json").read_text())["nodes"] == 3
