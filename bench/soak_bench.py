@@ -25,7 +25,9 @@ crawl, and pages/s stays steady. Defined here as:
   fetched >= 20% of the pages it fetches in all;
 - `rss_100`: the node's largest VmRSS over the samples from 95% of the pages to
   its exit (the end of a crawl is a moment, so the last 5% stand for it);
-- growth = rss_100 / rss_20 - 1, goal <= 0.10 for every node;
+- growth = rss_100 / rss_20 - 1, goal <= 0.10 for every node; and, since RSS
+  may rise and fall in between, peak_growth = (largest VmRSS from 20% on) /
+  rss_20 - 1;
 - steady pages/s: the cluster's pages/s per sample interval between 20% and 95%
   of the pages (start-up and the politeness-bound tail, when only a few large
   hosts are left, excluded); reported as the median, the 10th and 90th
@@ -243,6 +245,7 @@ def analyse(samples: list[Sample], nodes: int) -> dict:
         per_node[node] = {"rss_20_mib": round(rss_20 / 2**20, 1), "rss_100_mib": round(rss_100 / 2**20, 1),
                           "growth": round(rss_100 / rss_20 - 1, 4),
                           "rss_peak_mib": round(max(s.vmrss for s in mine) / 2**20, 1),
+                          "peak_growth": round(max(s.vmrss for s in mine if s.t >= t20) / rss_20 - 1, 4),
                           # The frontier keeps up to frontier.memory_urls URLs in RAM, and freed Python
                           # objects rarely go back to the system: its peak after 20% against before.
                           "frontier_peak_to_20": max(s.frontier_urls for s in mine if s.t <= t20),
@@ -388,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(out / "soak.png", args.png)
     for node, n in figures["per_node"].items():
         print(f"node {node}: RSS {n['rss_20_mib']} MiB at 20% -> {n['rss_100_mib']} MiB at 95-100% "
-              f"({100 * n['growth']:+.1f}%; goal <= {100 * RSS_GOAL:.0f}%), peak {n['rss_peak_mib']} MiB")
+              f"({100 * n['growth']:+.1f}%; goal <= {100 * RSS_GOAL:.0f}%), peak {n['rss_peak_mib']} MiB "
+              f"({100 * n['peak_growth']:+.1f}% over the 20% figure); frontier peak {n['frontier_peak_to_20']} URLs "
+              f"up to 20%, {n['frontier_peak_after_20']} after")
     st = figures["pages_per_s_steady"]
     print(f"pages/s 20-95%: median {st['median']} (p10 {st['p10']}, p90 {st['p90']}), last third / first third "
           f"{st['last_over_first']}; by tenth of wall time {figures['pages_per_s_by_tenth']}; "
