@@ -250,8 +250,8 @@ def analyse(samples: list[Sample], nodes: int) -> dict:
                           # objects rarely go back to the system: its peak after 20% against before.
                           "frontier_peak_to_20": max(s.frontier_urls for s in mine if s.t <= t20),
                           "frontier_peak_after_20": max(s.frontier_urls for s in mine if s.t > t20),
-                          "metric_vs_vmrss": round(max(abs(s.rss_metric - s.vmrss) / s.vmrss for s in mine
-                                                       if s.rss_metric), 4)}
+                          "metric_vs_vmrss": round(statistics.median(abs(s.rss_metric - s.vmrss) / s.vmrss
+                                                                     for s in mine if s.rss_metric), 4)}
     rates = [(t1, (p1 - p0) / (t1 - t0)) for (t0, p0), (t1, p1)
              in zip(zip(times, cluster_pages), zip(times[1:], cluster_pages[1:])) if t1 > t0]
     steady = [r for t, r in rates if t20 < t <= t95]
