@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -74,3 +76,29 @@ async def loop_held(call: Callable[[], object], tick_s: float = 0.001, settle_s:
     stop = True
     await task
     return took, longest
+
+
+def cluster_config(tmp: Path, seeds: str, nodes: int, workers: int, name: str, secret_env: str) -> dict:
+    """A cluster of `nodes` on free loopback ports, node i fetching from 127.0.0.(i+1), crawling the test
+    web behind `*.web.test` (DNS overrides: no resolver needed), data under tmp/data/node-I, no progress lines."""
+    from crawler.ports import free_ports
+    ports = free_ports(2 * nodes)
+    return {
+        "cluster": {"name": name, "secret_env": secret_env, "nodes": [
+            {"id": i, "host": "127.0.0.1", "peer_port": ports[2 * i], "metrics_port": ports[2 * i + 1],
+             "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
+        "crawl": {"seeds_file": seeds, "data_dir": str(tmp / "data" / "node-{node}")},
+        "workers": workers,
+        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
+        "metrics": {"progress_interval_s": 0},
+    }
+
+
+def start_node(config_path: Path, node: int, tmp: Path, secret_env: str, secret: str) -> subprocess.Popen:
+    """`crawler run --node I` as its own process (this tree's crawler), its output appended to
+    tmp/node-I.stdout and .stderr."""
+    env = dict(os.environ, **{secret_env: secret})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    with (tmp / f"node-{node}.stderr").open("ab") as err, (tmp / f"node-{node}.stdout").open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config_path),
+                                 "--node", str(node)], stdout=out, stderr=err, env=env)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import signal
@@ -38,14 +37,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from benchkit import REPO, add_kernels_option, check_kernels, use_installed_crawler
+from benchkit import add_kernels_option, check_kernels, cluster_config, start_node, use_installed_crawler
 
 use_installed_crawler()
 
 import yaml  # noqa: E402
 
 from crawler.config.schema import PolitenessConfig  # noqa: E402
-from crawler.ports import free_ports  # noqa: E402
 from crawler.splitter import Partitioner  # noqa: E402
 from crawler.testweb.audit import ROBOTS_PATH, compare, overlaps, politeness_shortfalls, request_durations  # noqa: E402
 from crawler.testweb.process import TestWebProcess  # noqa: E402
@@ -57,25 +55,11 @@ RESTART_LIMIT_S = 120
 
 
 def config(tmp: Path, seeds: str, nodes: int, workers: int) -> dict:
-    ports = free_ports(2 * nodes)
-    return {
-        "cluster": {"name": "kill-bench", "secret_env": SECRET_ENV, "nodes": [
-            {"id": i, "host": "127.0.0.1", "peer_port": ports[2 * i], "metrics_port": ports[2 * i + 1],
-             "source_address": f"127.0.0.{i + 1}"} for i in range(nodes)]},
-        "crawl": {"seeds_file": seeds, "data_dir": str(tmp / "data" / "node-{node}")},
-        "workers": workers,
-        "fetch": {"dns": {"overrides": {"*.web.test": "127.0.0.1"}}},
-        "metrics": {"progress_interval_s": 0},
-    }
+    return cluster_config(tmp, seeds, nodes, workers, "kill-bench", SECRET_ENV)
 
 
 def start(config_path: Path, node: int, tmp: Path) -> subprocess.Popen:
-    env = dict(os.environ, **{SECRET_ENV: "a-kill-bench-secret-of-some-length"})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    err = (tmp / f"node-{node}.stderr").open("ab")
-    out = (tmp / f"node-{node}.stdout").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "crawler", "run", "-c", str(config_path), "--node", str(node)],
-                            stdout=out, stderr=err, env=env)
+    return start_node(config_path, node, tmp, SECRET_ENV, "a-kill-bench-secret-of-some-length")
 
 
 def resumed_count(tmp: Path, node: int) -> int:
