@@ -137,7 +137,8 @@ def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, inc
         _submit(due, incoming.transit + kept.transit)
         due.close()                  # the transit stays buffered in the DUE's journal, unmerged
         atomic_write(work / DUE_TRANSIT, "")
-    due.close()
+    else:
+        due.close()
     if incoming.seen:
         with (data_dir / SEEN_MOVED).open("a", encoding="utf-8", errors="surrogatepass") as f:
             f.write("".join(url + "\n" for url in incoming.seen))
