@@ -17,7 +17,8 @@ the caches, not the trace.
    fed each chunk in turn), SIEVE (the same). While each runs, the bench
    samples the process's resident memory (/proc/PID/status VmRSS, every
    SAMPLE_S) and reads its ru_maxrss when it ends; it prints per policy the
-   wall time, requests per second (trace requests / wall seconds) and the
+   wall time, CPU time (user + system, its workers included), requests per
+   second (trace requests / wall seconds) and the
    peak RSS, and checks the target (peak RSS <= 4 GiB). `--policies min`
    runs MIN out of core (next uses built through bucket files in the
    replay's --spill-dir, here beside the trace): also the time to build
@@ -159,7 +160,9 @@ def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, lo
     peak = max(peak_kib, usage.ru_maxrss) * 1024
     spill.rmdir()                               # the replay removes its files: left ones fail here
     summary = json.loads((out / "summary.json").read_text())
+    cpu = usage.ru_utime + usage.ru_stime        # with its reaped workers: robust to other load, unlike wall
     return {"policies": policies, "streaming": streaming, "seconds": round(seconds, 2), "jobs": jobs,
+            "cpu_seconds": round(cpu, 1),
             "peak_rss_bytes": peak, "peak_spill_bytes": spill_peak,
             "next_use_seconds": summary["traces"]["full"].get("next_use_seconds"),
             "summary": json.loads(stdout.strip().splitlines()[-1])}
@@ -187,7 +190,7 @@ def report(label: str, run: dict, requests: int) -> None:
         extra = (f"; next uses built in {run['next_use_seconds']:,.1f} s, peak on disk "
                  f"{run['peak_spill_bytes'] / (1 << 30):.2f} GiB")
     print(f"{label:<28} {run['seconds']:>9.1f} s  {rate:>12,.0f} requests/s  {1e9 / rate:>8.1f} ns/request  "
-          f"peak RSS {gib:5.2f} GiB ({verdict}){extra}", flush=True)
+          f"CPU {run['cpu_seconds']:,.0f} s  peak RSS {gib:5.2f} GiB ({verdict}){extra}", flush=True)
 
 
 def baseline(trace: Path, work: Path, requests: int) -> dict:
