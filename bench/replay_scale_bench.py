@@ -17,12 +17,17 @@ the caches, not the trace.
    fed each chunk in turn), SIEVE (the same). While each runs, the bench
    samples the process's resident memory (/proc/PID/status VmRSS, every
    SAMPLE_S) and reads its ru_maxrss when it ends; it prints per policy the
-   wall time, requests per second (trace requests / wall seconds) and the
-   peak RSS, and checks the target (peak RSS <= 4 GiB).
+   wall time, CPU time (user + system, its workers included), requests per
+   second (trace requests / wall seconds) and the
+   peak RSS, and checks the target (peak RSS <= 4 GiB). `--policies min`
+   runs MIN out of core (next uses built through bucket files in the
+   replay's --spill-dir, here beside the trace): also the time to build
+   them and the peak bytes its files took on disk. `--replay-jobs 2` splits
+   a policy's sizes over two processes (RSS then summed over them).
 3. Baseline, on the first `--baseline-requests` (10^7) of the same trace:
    the in-memory replay and the streaming replay of that prefix, in the same
-   way, with their time per request and a check that every (policy, size)
-   miss count is equal.
+   way (LRU, CLOCK, SIEVE and MIN), with their time per request and a check
+   that every (policy, size) miss count is equal.
 
     python bench/replay_scale_bench.py                       # 10^9 requests (~8 GB in --dir)
     python bench/replay_scale_bench.py --requests 10000000   # a quick run
@@ -58,6 +63,7 @@ REQUESTS = 10**9
 BASELINE_REQUESTS = 10**7
 SIZES = "2^0..2^25"
 POLICIES = ("lru", "clock", "sieve")
+BASELINE_POLICIES = (*POLICIES, "min")
 RSS_TARGET_BYTES = 4 << 30
 SAMPLE_S = 0.5
 STATUS_EVERY_S = 60.0     # a long run prints its elapsed time and peak RSS so far this often
@@ -103,24 +109,42 @@ def _vm_kib(pid: int, field: str) -> int:
     return 0
 
 
-def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, log: Path) -> dict:
-    """`crawler replay` in its own process; wall time and peak RSS (the larger of the sampled VmHWM and
-    the child's ru_maxrss)."""
+def _spill_bytes(spill: Path) -> int:
+    """Bytes of the files a streaming MIN has in `spill` now (its next uses and bucket files)."""
+    total = 0
+    for root, _, files in os.walk(spill):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, log: Path, jobs: int = 1) -> dict:
+    """`crawler replay` in its own process; wall time, peak RSS (the larger of the sampled VmHWM and the
+    child's ru_maxrss; with jobs > 1, the sum of the processes' sampled RSS) and, for MIN, the peak of
+    its files on disk."""
+    spill = out.with_name(out.name + "-spill")
+    spill.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "crawler", "replay", *map(str, inputs), "--policies", policies,
-               "--sizes", SIZES, "--trace", "full", "--jobs", "1", "--no-plots", "--out", str(out),
-               "--streaming" if streaming else "--no-streaming"]
+               "--sizes", SIZES, "--trace", "full", "--jobs", str(jobs), "--no-plots", "--out", str(out),
+               "--spill-dir", str(spill), "--streaming" if streaming else "--no-streaming"]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(benchkit.REPO), env.get("PYTHONPATH", "")) if p)
     started = time.perf_counter()
     with open(log, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
-        peak_kib = 0
+        peak_kib = spill_peak = 0
         status_at = started + STATUS_EVERY_S
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak_kib = max(peak_kib, _vm_kib(proc.pid, "VmHWM"), _vm_kib(proc.pid, "VmRSS"))
+            together = _vm_kib(proc.pid, "VmRSS") + sum(_vm_kib(c, "VmRSS") for c in _children(proc.pid))
+            peak_kib = max(peak_kib, _vm_kib(proc.pid, "VmHWM"), together)
+            if "min" in policies.split(","):
+                spill_peak = max(spill_peak, _spill_bytes(spill))
             if time.perf_counter() >= status_at:
                 status_at += STATUS_EVERY_S
                 print(f"  ... {policies}: {time.perf_counter() - started:,.0f} s, peak RSS so far "
@@ -134,8 +158,22 @@ def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, lo
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}); see {log}")
     peak = max(peak_kib, usage.ru_maxrss) * 1024
-    return {"policies": policies, "streaming": streaming, "seconds": round(seconds, 2),
-            "peak_rss_bytes": peak, "summary": json.loads(stdout.strip().splitlines()[-1])}
+    spill.rmdir()                               # the replay removes its files: left ones fail here
+    summary = json.loads((out / "summary.json").read_text())
+    cpu = usage.ru_utime + usage.ru_stime        # with its reaped workers: robust to other load, unlike wall
+    return {"policies": policies, "streaming": streaming, "seconds": round(seconds, 2), "jobs": jobs,
+            "cpu_seconds": round(cpu, 1),
+            "peak_rss_bytes": peak, "peak_spill_bytes": spill_peak,
+            "next_use_seconds": summary["traces"]["full"].get("next_use_seconds"),
+            "summary": json.loads(stdout.strip().splitlines()[-1])}
+
+
+def _children(pid: int) -> list[int]:
+    """The replay's worker processes (--jobs > 1 forks them)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def misses(out: Path) -> dict[tuple[str, int], int]:
@@ -147,17 +185,22 @@ def report(label: str, run: dict, requests: int) -> None:
     gib = run["peak_rss_bytes"] / (1 << 30)
     rate = requests / run["seconds"]
     verdict = "ok" if run["peak_rss_bytes"] <= RSS_TARGET_BYTES else "OVER the 4 GiB target"
+    extra = ""
+    if run.get("next_use_seconds") is not None:
+        extra = (f"; next uses built in {run['next_use_seconds']:,.1f} s, peak on disk "
+                 f"{run['peak_spill_bytes'] / (1 << 30):.2f} GiB")
     print(f"{label:<28} {run['seconds']:>9.1f} s  {rate:>12,.0f} requests/s  {1e9 / rate:>8.1f} ns/request  "
-          f"peak RSS {gib:5.2f} GiB ({verdict})", flush=True)
+          f"CPU {run['cpu_seconds']:,.0f} s  peak RSS {gib:5.2f} GiB ({verdict}){extra}", flush=True)
 
 
 def baseline(trace: Path, work: Path, requests: int) -> dict:
-    """Streaming and in-memory replay of the trace's first `requests`: time per request, equal misses."""
+    """Streaming and in-memory replay of the trace's first `requests`: time per request, equal misses
+    (MIN too: in memory it needs the whole trace, streaming it builds the next uses on disk first)."""
     prefix = work / f"scale-prefix-{requests}.npy"
     write_prefix(trace, prefix, requests)
     out: dict = {"requests": requests, "policies": {}}
     try:
-        for policy in POLICIES:
+        for policy in BASELINE_POLICIES:
             runs = {}
             for streaming in (False, True):
                 label = f"{policy} {'streaming' if streaming else 'in memory'}"
@@ -191,6 +234,8 @@ def main() -> int:
                         help=f"policies replayed over the whole trace, one process each (default {','.join(POLICIES)})")
     parser.add_argument("--parallel", action="store_true",
                         help="replay the policies over the whole trace at the same time (a process each)")
+    parser.add_argument("--replay-jobs", type=int, default=1,
+                        help="--jobs of each replay over the whole trace (default 1: one process a policy)")
     benchkit.add_kernels_option(parser)
     args = parser.parse_args()
     benchkit.check_kernels(args)
@@ -210,7 +255,7 @@ def main() -> int:
 
         def whole(policy: str) -> None:
             out = args.dir / f"full-{policy}"
-            run = run_replay([path], policy, out, True, out.with_suffix(".log"))
+            run = run_replay([path], policy, out, True, out.with_suffix(".log"), args.replay_jobs)
             report(f"{policy} streaming ({args.requests:.0e})", run, args.requests)
             run["misses"] = {f"2^{size.bit_length() - 1}": n for (_, size), n in misses(out).items()}
             line["full"][policy] = run

@@ -3,7 +3,7 @@
  * init.  The code lives in one source per concern (native.h lists them);
  * _compiled.pyi describes this module's API for editors and type checkers.
  *
- * Types (8):
+ * Types (10):
  *   ClockKernel(capacity)          the paper's CLOCK: one ring, a position index
  *   ClockSetsKernel(capacity, ways) set-associative CLOCK (a CLOCK ring per set)
  *   LruKernel(capacity)            exact LRU: entries with list links + index
@@ -12,6 +12,8 @@
  *   SieveKernel(capacity)          SIEVE: a FIFO queue, visited bits, a hand
  *   LruStackKernel(capacity, window) LRU stack distances up to capacity, chunk by chunk
  *   DueFront(cache, buf)           the DUE's submit hot path and its state
+ *   BeladyKernel(capacity, never)  MIN fed next-use times chunk by chunk
+ *   NextUseKernel(never)           next-use times, a bucket of a trace fed backwards
  * Functions (11):
  *   belady             MIN's hit sequence, offline
  *   crc32              zlib's CRC-32, as the DUE journal computes it
@@ -83,7 +85,8 @@ PyMODINIT_FUNC PyInit__compiled(void)
         add_type(m, &LruType, "LruKernel") < 0 ||
         add_type(m, &RandomType, "RandomKernel") < 0 || add_type(m, &SetType, "SetKernel") < 0 ||
         add_type(m, &SieveType, "SieveKernel") < 0 || add_type(m, &LruStackType, "LruStackKernel") < 0 ||
-        add_type(m, &FrontType, "DueFront") < 0) {
+        add_type(m, &FrontType, "DueFront") < 0 || add_type(m, &BeladyType, "BeladyKernel") < 0 ||
+        add_type(m, &NextUseType, "NextUseKernel") < 0) {
         Py_DECREF(m);
         return NULL;
     }

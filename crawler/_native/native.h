@@ -23,6 +23,8 @@
  *   cache_sieve.c     SieveKernel: SIEVE                          [crawler/cache/sieve.py]
  *   lru_stack.c       LruStackKernel: bounded LRU stack distances [crawler/replay/streaming.py]
  *   belady.c          belady(): MIN's hit sequence, offline       [crawler/cache/min.py]
+ *                     BeladyKernel: MIN fed chunk by chunk        [crawler/replay/min_streaming.py]
+ *   next_use.c        NextUseKernel: next uses, out of core       [crawler/replay/min_streaming.py]
  *   crc32.c           zlib's CRC-32 (slice-by-8, PCLMUL folding)  [the DUE journal's checksum]
  *   due_submit.c      due_submit(): the DUE's submit pass         [crawler/due/submit_pass.py]
  *   due_front.c       DueFront: DiskDUE.submit's hot path         [crawler/due/front.py]
@@ -98,7 +100,8 @@ void *alloc_zeroed(size_t count, size_t size);
 
 /* ------------------------------------------------------- the types */
 
-extern PyTypeObject ClockType, ClockSetsType, LruType, RandomType, SetType, SieveType, LruStackType, FrontType;
+extern PyTypeObject ClockType, ClockSetsType, LruType, RandomType, SetType, SieveType, LruStackType, FrontType,
+    BeladyType, NextUseType;
 
 void clock_sets_detect_cpu(void);   /* picks the set-associative CLOCK's AVX2 loop where the CPU has it */
 

@@ -53,8 +53,9 @@ Traces longer than RAM (by default past 5 * 10^7 requests, or with
 from disk a chunk at a time and every chunk is fed once to every
 simulation: LRU at all sizes through a stack bounded by the largest size
 (the compiled LruStackKernel), the other online policies one cache per
-size. Memory is the caches', not the trace's; min, static and infinite need
-the whole trace and are refused there.
+size, and MIN one cache per size fed next uses that min_streaming.py first
+builds out of core (bucket files on disk). Memory is the caches', not the
+trace's; static and infinite need the whole trace and are refused there.
 
 The command line is crawler.replay.cli.main (`crawler replay`); figures,
 file formats and measured speed: docs/replay.md; bench/replay_bench.py.

@@ -130,11 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="LRU pass: numpy, numba (compiled, optional dependency) or auto (numba if installed)")
     parser.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=None,
-                        help="read the inputs from disk chunk by chunk, memory bounded by the caches (policies "
-                             "lru, clock, sieve and the other online ones; not min, static, infinite); default: "
+                        help="read the inputs from disk chunk by chunk, memory bounded by the caches (every "
+                             "policy but static and infinite; min writes next uses to --spill-dir); default: "
                              f"when the inputs hold more than {AUTO_STREAMING_REQUESTS:,} requests (docs/replay.md)")
     parser.add_argument("--chunk-requests", type=_positive, default=DEFAULT_CHUNK_REQUESTS, metavar="N",
                         help=f"requests read per chunk when streaming (default {DEFAULT_CHUNK_REQUESTS})")
+    parser.add_argument("--spill-dir", default=None, metavar="DIR",
+                        help="where the streaming replay's min writes each stream's next uses: 8 bytes per "
+                             "request, 24 while building them (default: the temporary directory, TMPDIR)")
     parser.add_argument("--no-plots", action="store_true", help="write the CSV files only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(str(exc))
     jobs = args.jobs or max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
     options = ReplayOptions(traces=traces, policies=policies, sizes=sizes, window=args.over_time,
-                            seed=args.seed, jobs=jobs, engine=args.engine)
+                            seed=args.seed, jobs=jobs, engine=args.engine, spill_dir=args.spill_dir)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -111,11 +111,13 @@ def write_over_time(path: Path, rows: list[tuple]) -> None:
 def summary(result: ReplayResult, inputs: list[str], files: dict[str, str | list[str]]) -> dict:
     """The run in one JSON-able dict: inputs, options, per-trace counts, timings, outputs."""
     options = result.options
-    traces = {}
+    traces: dict[str, dict[str, object]] = {}
     for trace in options.traces:
         st = result.stats[trace]
         traces[trace] = {"requests": st.requests, "distinct": st.distinct, "streams": st.streams,
                          "logged_cache_hits": st.logged_cache_hits}
+        if st.next_use_seconds is not None:
+            traces[trace]["next_use_seconds"] = round(st.next_use_seconds, 3)
     return {
         "inputs": inputs,
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(options).items()},

@@ -77,6 +77,9 @@ class ReplayOptions:
     """Worker processes."""
     engine: str = "auto"
     """LRU pass: "numpy", "numba" (compiled twin, when installed) or "auto" (numba if installed)."""
+    spill_dir: str | None = None
+    """Where the streaming replay writes MIN's next uses (8 bytes per request, 24 while building them);
+    None: the system's temporary directory (TMPDIR)."""
 
 
 @dataclass
@@ -106,6 +109,8 @@ class TraceStats:
     logged_cache_hits: int | None = None
     """Hits the online splitter cache logged (FLAG_CACHE_HIT), logs only."""
     streams: list[dict] = field(default_factory=list)
+    next_use_seconds: float | None = None
+    """Streaming MIN only: seconds spent building the streams' next uses out of core."""
 
 
 @dataclass

@@ -19,10 +19,15 @@ the paper), and misses are summed per (trace, policy, size).
 - every other online policy (clock, clock-sets, sieve, random, lru's
   siblings s3fifo, arc, 2q, wtinylfu): one cache per size, the crawler's own
   (make_cache), fed each chunk with check_and_add_many.
-- min, static and infinite do not stream: MIN needs each request's next use
-  (the whole future), STATIC the whole trace's frequencies before the first
-  request, INFINITE a set of every distinct fingerprint. They run in memory
-  (simulate.py); docs/replay.md gives the longest trace that fits.
+- min: one cache per size, as above, but MIN needs each request's next use
+  (the whole future): before the caches run, min_streaming.build_next_use
+  writes each stream's next uses to a file in `options.spill_dir`, out of
+  core (8 bytes per request kept, 24 while building), and each MIN cache
+  reads it in step with the chunks.
+- static and infinite do not stream: STATIC needs the whole trace's
+  frequencies before the first request, INFINITE a set of every distinct
+  fingerprint. They run in memory (simulate.py); docs/replay.md gives the
+  longest trace that fits.
 With `jobs` > 1 the simulations are split into that many groups of about
 equal cost, each a forked process that reads the trace itself (the page
 cache serves the later reads): time divides, memory adds up.
@@ -35,20 +40,29 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from crawler._native import NATIVE
 from crawler.cache import make_cache
 from crawler.replay.chunks import DEFAULT_CHUNK_REQUESTS, RAW_SUFFIX, StreamSource, open_sources
+from crawler.replay.min_streaming import (
+    NEXT_USE_COST_S_PER_REQUEST,
+    MinRun,
+    NextUseFile,
+    NextUseReader,
+    build_next_use,
+)
 from crawler.replay.simulate import ReplayOptions, ReplayResult, Tally, TraceStats, check_options, window_requests
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
 
 NOT_STREAMED: dict[str, str] = {
-    "min": "MIN needs every request's next use, so the whole trace, in memory",
     "static": "STATIC is pre-loaded from the whole trace's frequencies before its first request",
     "infinite": "INFINITE's misses are the distinct fingerprints, which needs a set of all of them",
 }
@@ -60,7 +74,7 @@ IN_MEMORY_BYTES_PER_REQUEST = 70
 # Rough seconds per request of a simulation (LRU: all sizes; the others: one size), to balance `jobs`
 # groups and move the progress bar: 10^7 requests of bench/replay_scale_bench.py's trace, sizes 2^0..2^25,
 # on a loaded machine (only the ratios matter).
-COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7}
+COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7, "min": 3e-7}
 DEFAULT_COST_S_PER_REQUEST = 5e-7
 
 
@@ -233,9 +247,9 @@ def split_jobs(jobs: list[Job], groups: int) -> list[list[Job]]:
 
 
 def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[Job],
-               chunk_requests: int, progress=None) -> GroupResult:
+               chunk_requests: int, next_uses: dict[tuple[int, str], NextUseFile], progress=None) -> GroupResult:
     """Every job of the group over every stream, reading each stream once; `progress` (in this process
-    only) advances per chunk."""
+    only) advances per chunk. `next_uses[(stream index, trace)]`: the stream's next uses, for MIN."""
     per_request = sum(j.cost_s_per_request for j in jobs)
     sizes = np.asarray(options.sizes, dtype=np.int64)
     window = options.window
@@ -245,13 +259,22 @@ def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[J
             tallies[(trace, policy)] = Tally(np.zeros(len(sizes), dtype=np.int64),
                                              None if window is None else np.zeros((len(sizes), 0), dtype=np.int64))
     stats = {trace: TraceStats(trace, distinct=None) for trace in options.traces}
-    for source in sources:
-        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun]]] = {}
+    for index, source in enumerate(sources):
+        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun | MinRun]]] = {}
+        readers: list[NextUseReader] = []
         for trace in options.traces:
             runs[trace] = []
+            if any(j.policy == "min" for j in jobs):
+                readers.append(NextUseReader(next_uses[(index, trace)]))
             for job in jobs:
-                run: _LruRun | _CacheRun = (_LruRun(sizes, window) if job.size_index is None else
-                                            _CacheRun(job.policy, int(sizes[job.size_index]), options.seed, window))
+                run: _LruRun | _CacheRun | MinRun
+                if job.size_index is None:
+                    run = _LruRun(sizes, window)
+                elif job.policy == "min":
+                    run = MinRun(int(sizes[job.size_index]), readers[-1],
+                                 None if window is None else _Windows(1, window))
+                else:
+                    run = _CacheRun(job.policy, int(sizes[job.size_index]), options.seed, window)
                 runs[trace].append((job, run))
         seconds = {(trace, i): 0.0 for trace in options.traces for i in range(len(jobs))}
         offsets = dict.fromkeys(options.traces, 0)
@@ -286,6 +309,8 @@ def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[J
                     tally.windows = _add_windows(tally.windows, where, run.windows.trimmed(offsets[trace]))
                 if isinstance(run, _CacheRun):
                     run.cache.close()
+        for reader in readers:
+            reader.close()
         del runs
     return GroupResult(tallies, stats)
 
@@ -357,14 +382,31 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
     check_streamable(options)
     groups = split_jobs(plan_jobs(options), options.jobs)
     total = sum(s.requests for s in sources)
+    with_min = "min" in options.policies
     if progress is not None:
-        progress.add_total(total * sum(j.cost_s_per_request for j in plan_jobs(options)))
-    if len(groups) == 1:
-        results = [_run_group(sources, options, groups[0], chunk_requests, progress)]
-    else:
-        with ProcessPoolExecutor(max_workers=len(groups), mp_context=multiprocessing.get_context("fork")) as pool:
-            results = list(pool.map(_run_group, [sources] * len(groups), [options] * len(groups), groups,
-                                    [chunk_requests] * len(groups)))
+        progress.add_total(total * (sum(j.cost_s_per_request for j in plan_jobs(options))
+                                    + (NEXT_USE_COST_S_PER_REQUEST * len(options.traces) if with_min else 0.0)))
+    spill = Path(tempfile.mkdtemp(prefix="crawler-replay-min-", dir=options.spill_dir)) if with_min else None
+    try:
+        next_uses: dict[tuple[int, str], NextUseFile] = {}
+        built_s = dict.fromkeys(options.traces, 0.0)
+        if spill is not None:       # once here, not in each group: the groups share the files
+            for index, source in enumerate(sources):
+                for trace in options.traces:
+                    t0 = time.perf_counter()
+                    next_uses[(index, trace)] = build_next_use(source, trace, spill, chunk_requests,
+                                                               progress=progress)
+                    built_s[trace] += time.perf_counter() - t0
+        if len(groups) == 1:
+            results = [_run_group(sources, options, groups[0], chunk_requests, next_uses, progress)]
+        else:
+            with ProcessPoolExecutor(max_workers=len(groups),
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                results = list(pool.map(_run_group, [sources] * len(groups), [options] * len(groups), groups,
+                                        [chunk_requests] * len(groups), [next_uses] * len(groups)))
+    finally:
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
     if progress is not None:
         progress.advance(progress.total, "streamed")
     tallies: dict[tuple[str, str], Tally] = {}
@@ -381,6 +423,8 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
                 summed.windows = _add_windows(summed.windows, slice(None), tally.windows)
     stats = results[0].stats
     for trace, st in stats.items():
+        if with_min:
+            st.next_use_seconds = built_s[trace]
         if options.window is not None:
             st.window_requests = window_requests([s["requests"] for s in st.streams], options.window)
             for (tr, _), tally in tallies.items():

@@ -17,7 +17,7 @@ from crawler.replay.cli import main
 from crawler.replay.traces import InputError, load_streams
 from crawler.splitter.streamlog import FLAG_CROSS, HEADER_SIZE, RECORD
 
-POLICIES = "lru,clock,sieve,clock-sets"
+POLICIES = "lru,clock,sieve,clock-sets,min"
 
 
 def read_rows(path) -> list[tuple[str, str, str, str]]:
@@ -50,7 +50,11 @@ def test_cli_streaming_equals_in_memory(inputs, tmp_path, capsys, which):
               "--no-plots", "--quiet", "--jobs", "1"]
     assert main([*common, "--out", str(tmp_path / "mem"), "--no-streaming", "--engine", "numpy"]) == 0
     memory_line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert main([*common, "--out", str(tmp_path / "stream"), "--streaming", "--chunk-requests", "333"]) == 0
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    assert main([*common, "--out", str(tmp_path / "stream"), "--streaming", "--chunk-requests", "333",
+                 "--spill-dir", str(spill)]) == 0
+    assert list(spill.iterdir()) == []              # MIN's next-use files are removed at the end
     stream_line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert read_rows(tmp_path / "stream" / "results.csv") == read_rows(tmp_path / "mem" / "results.csv")
     assert read_over_time(tmp_path / "stream" / "over_time.csv") == read_over_time(tmp_path / "mem" / "over_time.csv")
@@ -67,7 +71,7 @@ def test_cli_streaming_equals_in_memory(inputs, tmp_path, capsys, which):
 
 def test_jobs_split_the_sizes_across_processes_with_the_same_result(inputs, tmp_path):
     sources = open_sources([inputs / "logs"])
-    options = ReplayOptions(policies=("lru", "clock", "sieve"), sizes=(1, 8, 64, 512))
+    options = ReplayOptions(policies=("lru", "clock", "sieve", "min"), sizes=(1, 8, 64, 512))
     one = streaming.replay_streaming(sources, options, chunk_requests=1000)
     two = streaming.replay_streaming(sources, dataclasses.replace(options, jobs=2), chunk_requests=1000)
     for key, tally in one.tallies.items():
@@ -123,10 +127,10 @@ def test_raw_u64_files_stream_and_are_refused_in_memory(tmp_path, capsys):
 
 
 def test_policies_that_cannot_stream_are_refused_with_the_reason(inputs, tmp_path, capsys):
-    code = main([str(inputs / "trace.npy"), "--streaming", "--policies", "lru,min,static", "--no-plots", "--quiet",
-                 "--out", str(tmp_path / "out")])
+    code = main([str(inputs / "trace.npy"), "--streaming", "--policies", "lru,min,static,infinite", "--no-plots",
+                 "--quiet", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot run min, static" in err and "next use" in err and "--no-streaming" in err
+    assert code == 2 and "cannot run static, infinite (" in err and "frequencies" in err and "--no-streaming" in err
 
 
 def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys):
@@ -140,7 +144,7 @@ def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys)
     assert main([str(inputs / "trace.npy"), "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err       # the paper's default policies include min, static and infinite
     assert "the inputs hold 7,000 requests (streamed from 6,999 on)" in err
-    assert "cannot run static, min, infinite" in err
+    assert "cannot run static, infinite (" in err
 
 
 def test_bad_arrays_and_truncated_files_say_what_is_wrong(tmp_path):
