@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = args.jobs or max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
     options = ReplayOptions(traces=traces, policies=policies, sizes=sizes, window=args.over_time,
                             seed=args.seed, jobs=jobs, engine=args.engine, spill_dir=args.spill_dir)
+    if args.spill_dir is not None and "min" in policies and not Path(args.spill_dir).is_dir():
+        return _fail(f"--spill-dir {args.spill_dir}: no such directory (MIN writes its next uses there)")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,8 @@ def test_cli_streaming_equals_in_memory(inputs, tmp_path, capsys, which):
     mem_summary = json.loads((tmp_path / "mem" / "summary.json").read_text())
     for trace in traces:
         assert summary["traces"][trace]["logged_cache_hits"] == mem_summary["traces"][trace]["logged_cache_hits"]
+    assert main([*common, "--out", str(tmp_path / "x"), "--streaming", "--spill-dir", str(tmp_path / "none")]) == 2
+    assert "--spill-dir" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 def test_jobs_split_the_sizes_across_processes_with_the_same_result(inputs, tmp_path):
