@@ -162,8 +162,10 @@ class Control:
         pattern = _pattern(text)
         blocked = sorted(set(self.settings.blocked) | {pattern})
         dropped = self._change(replace(self.settings, blocked=blocked))
-        log.warning("node %d: blocked %s: %d queued URLs dropped", self.node.node_id, pattern, dropped)
-        return {"pattern": pattern, "dropped": dropped}
+        inflight = self.node.frontier.busy_matching(HostPatterns({pattern: BLOCKED}).matches)
+        log.warning("node %d: blocked %s: %d queued URLs dropped, %d fetches in flight finish", self.node.node_id,
+                    pattern, dropped, inflight)
+        return {"pattern": pattern, "dropped": dropped, "inflight": inflight}
 
     def unblock(self, text: object) -> dict:
         pattern = _pattern(text)

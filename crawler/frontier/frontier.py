@@ -480,6 +480,11 @@ class Frontier(FrontierCheckpoints):
                 self._emptied(h)
         return dropped
 
+    def busy_matching(self, match: Callable[[str], bool]) -> int:
+        """How many hosts `match` names have a URL in flight now: what a block cannot stop (a request
+        may be on the wire already); each finishes, and its URL is not put back."""
+        return sum(1 for h in self._hosts.values() if h.state == BUSY and match(h.name))
+
     # --- spilling ---------------------------------------------------------------------------------
     def _spill(self) -> None:
         """Write RAM queues to disk until half the budget is free (spill.py)."""

@@ -123,6 +123,8 @@ async def test_drop_hosts_removes_queued_urls_also_spilled_ones_and_keeps_the_ot
     host, url = await f.get()                             # one host busy while its queue is dropped
     blocked = HostPatterns({".a.test": 1.0})
     dropped = f.drop_hosts(blocked.matches)
+    assert f.busy_matching(blocked.matches) == (1 if blocked.matches(host) else 0)
+    assert f.busy_matching(lambda name: name == host) == 1
     expected = 60 - (1 if blocked.matches(host) else 0)
     assert dropped == expected and f.queued == 90 - 1 - expected
     f.release(host, 0.0)
