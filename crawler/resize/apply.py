@@ -30,6 +30,8 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 from crawler.config import Config
@@ -42,7 +44,7 @@ from crawler.fsutil import atomic_write, fsync_dir
 from crawler.node.identity import DataDir
 from crawler.resize.outgoing import SEEN_MOVED, STAGED_FRONTIER, Kept, staged_frontier
 from crawler.resize.plan import ResizePlan
-from crawler.resize.records import Incoming
+from crawler.resize.records import HOST, QUEUED, ROBOTS, SEEN, TRANSIT, Received
 from crawler.state import StateStore
 from crawler.urls import fingerprints, host_of
 from crawler.urls.lineage import bare, bare_all
@@ -68,7 +70,7 @@ def _ready_hosts(ready: list[str], seq: int) -> list[HostHandoff]:
     return list(hosts.values())
 
 
-def _swap_frontier(data_dir: Path, work: Path, kept: Kept, incoming: Incoming, chunk_urls: int) -> int:
+def _swap_frontier(data_dir: Path, work: Path, kept: Kept, received: Received, chunk_urls: int) -> int:
     """Step 1: kept hosts (written while sending), received hosts, then the URLs found new but never
     queued, at the end of their host; returns the URLs queued (-1: a rerun found it written)."""
     frontier, staged = data_dir / "frontier", data_dir / STAGED_FRONTIER
@@ -76,7 +78,7 @@ def _swap_frontier(data_dir: Path, work: Path, kept: Kept, incoming: Incoming, c
     queued = -1
     if not (work / SWAPPED).exists():
         writer = kept.writer or staged_frontier(data_dir, chunk_urls)
-        for host in incoming.hosts.values():
+        for host in received.hosts():
             writer.add(host)
         for host in _ready_hosts(kept.ready, writer.seq):
             writer.add(host)
@@ -92,9 +94,14 @@ def _swap_frontier(data_dir: Path, work: Path, kept: Kept, incoming: Incoming, c
     return queued
 
 
-def _submit(due: DiskDUE, urls: list[str]) -> None:
-    for i in range(0, len(urls), SUBMIT_CHUNK):
-        part = urls[i:i + SUBMIT_CHUNK]
+def _submit(due: DiskDUE, urls: Iterable[str]) -> None:
+    part: list[str] = []
+    for url in urls:
+        part.append(url)
+        if len(part) == SUBMIT_CHUNK:
+            due.submit(fingerprints(bare_all(part)), part)
+            part = []
+    if part:
         due.submit(fingerprints(bare_all(part)), part)
 
 
@@ -110,51 +117,52 @@ def _merge_controls(state_dir: Path, controls: list[dict]) -> None:
     mine.save(state_dir)
 
 
-def _merge_robots(state_dir: Path, received: list[dict]) -> None:
+def _merge_robots(state_dir: Path, received: Received) -> None:
     """The moved hosts' robots.txt entries join this node's saved robots cache (read at its start)."""
-    if not received:
+    if not received.counts[ROBOTS]:
         return
     store = StateStore(state_dir)
     mine = {r.get("origin"): r for r in store.read(RobotsCache.name, ROBOTS_STATE_VERSION) or ()}
-    for entry in received:
+    for entry in received.robots():
         mine.setdefault(entry.get("origin"), entry)
     store.write(RobotsCache.name, ROBOTS_STATE_VERSION, mine.values())
 
 
-def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, incoming: Incoming) -> dict:
+def apply_receiver(plan: ResizePlan, node_id: int, due: DiskDUE, kept: Kept, received: Received) -> dict:
     """Steps 1-4 for a node of the new cluster; returns its figures."""
     data_dir = plan.data_dir(node_id)
     work = data_dir / "resize"
-    queued = _swap_frontier(data_dir, work, kept, incoming, plan.new.frontier.chunk_urls)
+    queued = _swap_frontier(data_dir, work, kept, received, plan.new.frontier.chunk_urls)
     # Steps 2 and 3, each once: a flush after the transit is in the buffer would merge it and drop it
     # with the seen URLs, so a rerun that finds the seen URLs in goes straight to the transit (submitting
     # that twice only repeats it in the buffer, which the merge counts once).
     if not (work / DUE_SEEN).exists():
-        _submit(due, incoming.seen + [bare(e[2]) for h in incoming.hosts.values() for e in h.entries])
+        _submit(due, (bare(url) for url in received.urls(SEEN + QUEUED)))
         due.flush()                  # all seen already: nothing new comes out that is not queued
         atomic_write(work / DUE_SEEN, "")
     if not (work / DUE_TRANSIT).exists():
-        _submit(due, incoming.transit + kept.transit)
+        _submit(due, chain(received.urls(TRANSIT), kept.transit))
         due.close()                  # the transit stays buffered in the DUE's journal, unmerged
         atomic_write(work / DUE_TRANSIT, "")
     else:
         due.close()
-    if incoming.seen:
+    if received.counts[SEEN]:
         with (data_dir / SEEN_MOVED).open("a", encoding="utf-8", errors="surrogatepass") as f:
-            f.write("".join(url + "\n" for url in incoming.seen))
+            f.writelines(url + "\n" for url in received.urls(SEEN))
             f.flush()
             os.fsync(f.fileno())
-    _merge_controls(data_dir / "state", incoming.controls)
-    _merge_robots(data_dir / "state", incoming.robots)
+    _merge_controls(data_dir / "state", received.controls)
+    _merge_robots(data_dir / "state", received)
     shutil.rmtree(data_dir / "peers", ignore_errors=True)
     DataDir(data_dir, plan.new, node_id, plan.new_source).write_state(
         finished=False, resized={"run": plan.run_id, "from_nodes": plan.old_nodes,
                                  "from_partition": plan.old.cluster.partition,
                                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     shutil.rmtree(work, ignore_errors=True)
-    return {"queued": queued, "hosts": kept.hosts + len(incoming.hosts),
-            "received_hosts": len(incoming.hosts), "received_seen": len(incoming.seen),
-            "received_transit": len(incoming.transit), "received_robots": len(incoming.robots)}
+    counts = received.counts
+    return {"queued": queued, "hosts": kept.hosts + counts[HOST],
+            "received_hosts": counts[HOST], "received_seen": counts[SEEN],
+            "received_transit": counts[TRANSIT], "received_robots": counts[ROBOTS]}
 
 
 def apply_dropped(plan: ResizePlan, node_id: int) -> None:

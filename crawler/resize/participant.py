@@ -216,8 +216,7 @@ class Participant:
                         "sent_transit": sent.transit, "sent_robots": sent.robots}
         if receiver:
             assert due is not None
-            incoming = self.staging.incoming(expect)
-            result.update(apply_receiver(plan, me, due, kept, incoming))
+            result.update(apply_receiver(plan, me, due, kept, self.staging.received(expect)))
         else:
             if due is not None:
                 due.close()

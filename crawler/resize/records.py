@@ -18,15 +18,17 @@ appended to `resize/from-<sender>.log` and fsynced before it is ACKed: once a
 sender has its ACKs, what it sent survives the receiver's crash. The
 sender's DONE names its count; when every number is there the receiver
 writes `from-<sender>.done` (with the operator's control settings the sender
-passed along), and only then answers GOT.
+passed along), and only then answers GOT. Applying reads the records back from
+these logs in number order (`Received`), never all of them at once.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from crawler.frontier.handoff import HostHandoff
@@ -55,36 +57,53 @@ def url_line(run: str, n: int, kind: str, url: str) -> str:
     return f"{run}\t{n}\t{kind}\t{url}".replace(SPACE, SPACE_IN_TRANSIT)
 
 
-@dataclass
-class Incoming:
-    """Everything the senders handed this receiver, in their order."""
-    hosts: dict[str, HostHandoff] = field(default_factory=dict)
-    seen: list[str] = field(default_factory=list)
-    transit: list[str] = field(default_factory=list)
-    robots: list[dict] = field(default_factory=list)
-    controls: list[dict] = field(default_factory=list)
+class Received:
+    """What the complete senders handed this receiver, read from their staged logs when asked, in each
+    sender's order: never all of it in memory. A resize of a large crawl moves millions of records; what
+    reading them holds is an index of 8 bytes per record, and one host's queue at a time."""
 
-    def add(self, kind: str, rest: str) -> None:
-        if kind == QUEUED:
+    def __init__(self, staging: Staging, senders: list[int]) -> None:
+        self.staging = staging
+        self.senders = [s for s in senders if staging.complete(s)]
+        self.counts: Counter[str] = Counter()         # records by kind
+        self.controls: list[dict] = []
+        self._indexes: dict[int, array] = {}
+        for sender in self.senders:
+            done = staging.done(sender)
+            index, counts = staging.index(sender, int(done["records"]))
+            self._indexes[sender] = index
+            self.counts.update(counts)
+            if done.get("control"):
+                self.controls.append(done["control"])
+
+    def _records(self, kinds: str) -> Iterator[tuple[str, str]]:
+        for sender in self.senders:
+            yield from self.staging.read(sender, self._indexes[sender], kinds)
+
+    def hosts(self) -> Iterator[HostHandoff]:
+        """The moved hosts, each with its queue: a sender sends a host's H record, then its Q records."""
+        host: HostHandoff | None = None
+        for kind, rest in self._records(HOST + QUEUED):
+            if kind == HOST:
+                if host is not None:
+                    yield host
+                host = HostHandoff.from_header(json.loads(rest))
+                continue
             name, seq, quality, url = rest.split("\t", 3)
-            host = self.hosts.get(name)
-            if host is None:
-                host = self.hosts[name] = HostHandoff(name)
+            if host is None or name != host.name:
+                raise RecordError(f"a queued URL of {name!r} not after its host's record")
             host.entries.append((int(seq), float(quality), url))
-        elif kind == HOST:
-            header = HostHandoff.from_header(json.loads(rest))
-            host = self.hosts.get(header.name)
-            if host is not None:
-                header.entries = host.entries
-            self.hosts[header.name] = header
-        elif kind == SEEN:
-            self.seen.append(rest)
-        elif kind == TRANSIT:
-            self.transit.append(rest)
-        elif kind == ROBOTS:
-            self.robots.append(json.loads(rest))
-        else:
-            raise RecordError(f"unknown record kind {kind!r}")
+        if host is not None:
+            yield host
+
+    def urls(self, kinds: str) -> Iterator[str]:
+        """The URLs of these record kinds (SEEN, TRANSIT; QUEUED gives the queued URL, lineage-tagged)."""
+        for kind, rest in self._records(kinds):
+            yield rest.split("\t", 3)[3] if kind == QUEUED else rest
+
+    def robots(self) -> Iterator[dict]:
+        for _, rest in self._records(ROBOTS):
+            yield json.loads(rest)
 
 
 class Staging:
@@ -111,47 +130,70 @@ class Staging:
         finally:
             os.close(fd)
 
-    def _records(self, sender: int) -> dict[int, tuple[str, str]]:
-        """This run's records from `sender` by number (repeats of a resent batch kept once)."""
-        out: dict[int, tuple[str, str]] = {}
+    def index(self, sender: int, count: int) -> tuple[array, Counter[str]]:
+        """Where in `sender`'s log each of this run's records 0..count-1 starts (-1: not there; repeats of
+        a resent batch: the first copy), and the records by kind. A record numbered past `count` is a
+        RecordError: the sender's DONE named fewer."""
+        index = array("q", [-1]) * count
+        counts: Counter[str] = Counter()
         path = self._log(sender)
         if not path.exists():
-            return out
-        with path.open(encoding="utf-8", errors="surrogatepass") as f:
+            return index, counts
+        run = self.run.encode()
+        with path.open("rb") as f:
+            offset = 0
             for line in f:
-                if not line.endswith("\n"):
+                if not line.endswith(b"\n"):
                     break                             # torn by a crash before its fsync: resent
-                run, n, kind, rest = line[:-1].replace(SPACE_IN_TRANSIT, SPACE).split("\t", 3)
-                if run == self.run:
-                    out[int(n)] = (kind, rest)
-        return out
+                fields = line.split(b"\t", 3)
+                if fields[0] == run:
+                    n = int(fields[1])
+                    if n >= count:
+                        raise RecordError(f"{path}: record {n} of a sender that sent {count}")
+                    if index[n] < 0:
+                        index[n] = offset
+                        counts[fields[2].decode()] += 1
+                offset += len(line)
+        return index, counts
+
+    def read(self, sender: int, index: array, kinds: str) -> Iterator[tuple[str, str]]:
+        """`sender`'s records of these kinds, in number order (sent in order, they are mostly in file
+        order: a seek only where a resent batch interleaved)."""
+        if not index:
+            return                                    # a sender with nothing for us writes no log
+        with self._log(sender).open("rb") as f:
+            at = 0
+            for offset in index:
+                if offset != at:
+                    f.seek(offset)
+                line = f.readline()
+                at = offset + len(line)
+                _, _, kind, rest = line[:-1].decode("utf-8", "surrogatepass").split("\t", 3)
+                if kind in kinds:
+                    yield kind, rest.replace(SPACE_IN_TRANSIT, SPACE)
+
+    def done(self, sender: int) -> dict:
+        """What `from-<sender>.done` says: this run, the record count, the sender's control settings."""
+        return json.loads(self._done(sender).read_text(encoding="utf-8"))
 
     def complete(self, sender: int) -> bool:
-        path = self._done(sender)
-        if not path.exists():
-            return False
-        return json.loads(path.read_text(encoding="utf-8")).get("run") == self.run
+        return self._done(sender).exists() and self.done(sender).get("run") == self.run
 
     def finish(self, sender: int, count: int, control: dict | None) -> bool:
         """The sender says it sent `count` records: True (and durable) when all of them are here."""
         if self.complete(sender):
             return True
-        records = self._records(sender)
-        if len(records) != count or (count and max(records) != count - 1):
+        if count < 0:
+            return False
+        try:
+            index, _ = self.index(sender, count)
+        except RecordError:
+            return False
+        if any(offset < 0 for offset in index):
             return False
         atomic_write(self._done(sender), json.dumps({"run": self.run, "records": count, "control": control}))
         return True
 
-    def incoming(self, senders: Iterable[int]) -> Incoming:
-        """What the complete senders handed over, each sender's records in order."""
-        result = Incoming()
-        for sender in senders:
-            if not self.complete(sender):
-                continue
-            records = self._records(sender)
-            for n in sorted(records):
-                result.add(*records[n])
-            done = json.loads(self._done(sender).read_text(encoding="utf-8"))
-            if done.get("control"):
-                result.controls.append(done["control"])
-        return result
+    def received(self, senders: Iterable[int]) -> Received:
+        """What the complete senders handed over (read as it is used)."""
+        return Received(self, list(senders))

@@ -4,6 +4,7 @@ records, the plan's checks, and how many hosts each partition moves."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from tests.support.configs import one_node_config
@@ -81,11 +82,52 @@ def test_staging_keeps_one_copy_per_record_and_is_complete_only_with_all(tmp_pat
         f.write("r1\t5\tS\thttp://torn")                         # a crash cut this line: ignored
     assert staging.finish(4, 4, {"version": 1, "paused": False, "blocked": ["c.test"], "delays": {}})
     assert Staging(tmp_path / "resize", run).complete(4) and not Staging(tmp_path / "resize", "r2").complete(4)
-    got = staging.incoming([4, 5])
-    assert got.hosts["a.test"].entries == [(7, 0.5, "http://a.test/x 2 ab cd")]
-    assert (got.hosts["a.test"].next_ok_wall, got.hosts["a.test"].ip) == (12.5, "127.0.0.9")
-    assert got.seen == ["http://a.test/seen"] and got.transit == ["http://b.test/t 1 0 ef"]
+    got = staging.received([4, 5])
+    assert got.senders == [4] and got.counts == {"H": 1, "Q": 1, "S": 1, "T": 1}
+    [moved] = list(got.hosts())
+    assert moved.entries == [(7, 0.5, "http://a.test/x 2 ab cd")]
+    assert (moved.name, moved.next_ok_wall, moved.ip, moved.stats) == ("a.test", 12.5, "127.0.0.9", [0.1, 0.2, 3, 1])
+    assert list(got.urls("S")) == ["http://a.test/seen"] and list(got.urls("T")) == ["http://b.test/t 1 0 ef"]
+    assert list(got.urls("SQ")) == ["http://a.test/x 2 ab cd", "http://a.test/seen"]
     assert got.controls[0]["blocked"] == ["c.test"]
+    assert list(got.hosts()) == [moved]                          # read again from the logs, the same
+
+
+def test_staging_reads_interleaved_resent_batches_in_number_order(tmp_path):
+    """Batches arrive in any order and some twice (the peer layer resends what was not ACKed); the
+    records come out once each, in the sender's order, hosts whole with their queues."""
+    run, rng = "r1", random.Random(5)
+    lines, expected = [], []
+    for h in range(30):
+        host = HostHandoff(f"h{h}.test", float(h))
+        lines.append(host_line(run, len(lines), host))
+        urls = [f"http://h{h}.test/{i} 1 0 ab" for i in range(rng.randrange(0, 20))]
+        for i, url in enumerate(urls):
+            lines.append(queued_line(run, len(lines), host.name, i, 0.0, url))
+        lines.append(url_line(run, len(lines), "S", f"http://h{h}.test/seen"))
+        expected.append((host.name, [(i, 0.0, u) for i, u in enumerate(urls)]))
+    batches = [lines[i:i + 7] for i in range(0, len(lines), 7)]
+    order = batches + rng.sample(batches, len(batches) // 3)
+    rng.shuffle(order)
+    staging = Staging(tmp_path / "resize", run)
+    for batch in order:
+        staging.append(1, batch)
+    assert staging.finish(1, len(lines), None)
+    got = staging.received([1])
+    assert [(h.name, h.entries) for h in got.hosts()] == expected
+    assert list(got.urls("S")) == [f"http://h{h}.test/seen" for h in range(30)]
+    assert got.counts["H"] == 30 and got.counts["S"] == 30
+
+
+def test_staging_refuses_a_record_past_the_count_the_sender_named(tmp_path):
+    staging = Staging(tmp_path / "resize", "r1")
+    staging.append(2, [url_line("r1", 0, "S", "http://a.test/"), url_line("r1", 1, "S", "http://a.test/b")])
+    assert not staging.finish(2, 1, None) and not staging.complete(2)
+    assert not staging.finish(2, -1, None)
+    assert staging.finish(2, 2, None)
+    assert staging.finish(3, 0, None)                            # a sender with nothing for this node
+    got = staging.received([2, 3])
+    assert list(got.urls("S")) == ["http://a.test/", "http://a.test/b"] and list(got.hosts()) == []
 
 
 def _configs(tmp_path, old_nodes: int, new_nodes: int, **new_fields):
