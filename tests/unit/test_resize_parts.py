@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import tracemalloc
 
 import pytest
 from tests.support.configs import one_node_config
@@ -177,3 +178,35 @@ def test_rendezvous_moves_only_the_added_or_dropped_nodes_hosts_and_modulo_moves
         assert all(old == n for old, _ in shrink)                # only the dropped node's hosts
         modulo = _moved(Partitioner(n, "modulo"), Partitioner(n + 1, "modulo"), hosts)
         assert abs(len(modulo) / len(hosts) - n / (n + 1)) < 0.035
+
+
+def test_reading_staged_records_holds_an_index_not_the_records(tmp_path):
+    """The receiver's memory while it applies a move: 8 bytes per record and one host's queue, not the
+    records (8 times that on disk here, several times more as Python objects)."""
+    run, count = "r1", 40_000
+    staging = Staging(tmp_path / "resize", run)
+    lines = []
+    for n in range(count):
+        h = n // 20
+        if n % 20 == 0:
+            lines.append(host_line(run, n, HostHandoff(f"h{h}.test", 1.0)))
+        else:
+            lines.append(queued_line(run, n, f"h{h}.test", n, 0.0, f"http://h{h}.test/page/{n}.html 1 0 ab"))
+    for i in range(0, count, 1000):
+        staging.append(0, lines[i:i + 1000])
+    assert staging.finish(0, count, None)
+    size = (tmp_path / "resize" / "from-0.log").stat().st_size
+    del lines
+    tracemalloc.start()
+    try:
+        got = staging.received([0])
+        hosts = queued = 0
+        for host in got.hosts():
+            hosts, queued = hosts + 1, queued + len(host.entries)
+        seen = sum(1 for _ in got.urls("SQ"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (hosts, queued, seen) == (count // 20, count - count // 20, count - count // 20)
+    assert peak < 8 * count + 64 * 1024, (peak, size)
+    assert size > 8 * peak
