@@ -37,7 +37,7 @@ from crawler.peers import PeerNetwork
 from crawler.resize.apply import SWAPPED, apply_dropped, apply_receiver
 from crawler.resize.outgoing import Kept, Outgoing, hand_over, spooled
 from crawler.resize.plan import ResizePlan
-from crawler.resize.records import Staging
+from crawler.resize.records import RecordError, Staging
 from crawler.urls import host_of
 from crawler.urls.lineage import bare
 
@@ -216,7 +216,12 @@ class Participant:
                         "sent_transit": sent.transit, "sent_robots": sent.robots}
         if receiver:
             assert due is not None
-            result.update(apply_receiver(plan, me, due, kept, self.staging.received(expect)))
+            try:
+                result.update(apply_receiver(plan, me, due, kept, self.staging.received(expect)))
+            except RecordError as exc:
+                due.close()
+                raise ResizeError(f"resize: node {me}: cannot apply what was handed over: {exc} (the staged "
+                                  f"records in {self.data_dir / 'resize'} are damaged)") from None
         else:
             if due is not None:
                 due.close()

@@ -57,6 +57,16 @@ def url_line(run: str, n: int, kind: str, url: str) -> str:
     return f"{run}\t{n}\t{kind}\t{url}".replace(SPACE, SPACE_IN_TRANSIT)
 
 
+def _json(text: str) -> dict:
+    try:
+        row = json.loads(text)
+    except ValueError:
+        row = None
+    if not isinstance(row, dict):
+        raise RecordError(f"a staged record that is not a JSON object: {text[:80]!r}")
+    return row
+
+
 class Received:
     """What the complete senders handed this receiver, read from their staged logs when asked, in each
     sender's order: never all of it in memory. A resize of a large crawl moves millions of records; what
@@ -84,15 +94,20 @@ class Received:
         """The moved hosts, each with its queue: a sender sends a host's H record, then its Q records."""
         host: HostHandoff | None = None
         for kind, rest in self._records(HOST + QUEUED):
-            if kind == HOST:
-                if host is not None:
-                    yield host
-                host = HostHandoff.from_header(json.loads(rest))
-                continue
-            name, seq, quality, url = rest.split("\t", 3)
+            try:
+                if kind == HOST:
+                    header = HostHandoff.from_header(_json(rest))
+                    if host is not None:
+                        yield host
+                    host = header
+                    continue
+                name, seq, quality, url = rest.split("\t", 3)
+                entry = (int(seq), float(quality), url)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RecordError(f"a staged {kind} record that does not parse ({exc}): {rest[:80]!r}") from None
             if host is None or name != host.name:
                 raise RecordError(f"a queued URL of {name!r} not after its host's record")
-            host.entries.append((int(seq), float(quality), url))
+            host.entries.append(entry)
         if host is not None:
             yield host
 
@@ -103,7 +118,7 @@ class Received:
 
     def robots(self) -> Iterator[dict]:
         for _, rest in self._records(ROBOTS):
-            yield json.loads(rest)
+            yield _json(rest)
 
 
 class Staging:
@@ -168,7 +183,11 @@ class Staging:
                     f.seek(offset)
                 line = f.readline()
                 at = offset + len(line)
-                _, _, kind, rest = line[:-1].decode("utf-8", "surrogatepass").split("\t", 3)
+                try:
+                    _, _, kind, rest = line[:-1].decode("utf-8", "surrogatepass").split("\t", 3)
+                except ValueError:
+                    raise RecordError(f"{self._log(sender)}: the record at byte {offset} is not one: "
+                                      f"{line[:80]!r}") from None
                 if kind in kinds:
                     yield kind, rest.replace(SPACE_IN_TRANSIT, SPACE)
 

@@ -15,7 +15,7 @@ from crawler.config.schema import FrontierConfig
 from crawler.frontier import Frontier
 from crawler.frontier.handoff import HostHandoff, read_hosts, write_frontier
 from crawler.resize.plan import ResizePlan
-from crawler.resize.records import Staging, host_line, queued_line, url_line
+from crawler.resize.records import RecordError, Staging, host_line, queued_line, url_line
 from crawler.splitter import Partitioner
 
 HOSTS = [f"h{i:03d}.web.test" for i in range(6)]
@@ -210,3 +210,27 @@ def test_reading_staged_records_holds_an_index_not_the_records(tmp_path):
     assert (hosts, queued, seen) == (count // 20, count - count // 20, count - count // 20)
     assert peak < 8 * count + 64 * 1024, (peak, size)
     assert size > 8 * peak
+
+
+@pytest.mark.parametrize("damage", ["host", "queued", "line", "order"])
+def test_a_damaged_staged_log_is_a_clear_error(tmp_path, damage):
+    """Staged records that no longer parse (a damaged disk, a hand edit) stop the apply with the file and
+    the record named, never a traceback from deep in the frontier writer."""
+    run = "r1"
+    lines = [host_line(run, 0, HostHandoff("a.test")), queued_line(run, 1, "a.test", 3, 0.0, "http://a.test/1"),
+             host_line(run, 2, HostHandoff("b.test")), queued_line(run, 3, "b.test", 4, 0.0, "http://b.test/1")]
+    if damage == "host":
+        lines[2] = url_line(run, 2, "H", '{"no-name": 1}')
+    elif damage == "queued":
+        lines[3] = url_line(run, 3, "Q", "b.test\tnot-a-number\t0.0\thttp://b.test/1")
+    elif damage == "line":
+        lines[1] = f"{run}\t1\tQ"
+    else:
+        lines[1] = queued_line(run, 1, "b.test", 3, 0.0, "http://b.test/0")      # not after its host
+    staging = Staging(tmp_path / "resize", run)
+    staging.append(0, lines)
+    assert staging.finish(0, len(lines), None)
+    with pytest.raises(RecordError) as caught:
+        list(staging.received([0]).hosts())
+    if damage == "line":
+        assert "from-0.log" in str(caught.value)
