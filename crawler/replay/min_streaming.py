@@ -138,10 +138,14 @@ def next_use_kernel(never: int):
 
 @dataclass(frozen=True)
 class NextUseFile:
-    """A stream's next uses on disk: `requests` int64 in trace order (raw, no header)."""
+    """A stream's next uses on disk: `requests` int64 in trace order (raw, no header), and what the merge
+    counted on the way: the distinct fingerprints (one request each is never asked again) and, with a
+    window, the first requests of a fingerprint per window (INFINITE's misses)."""
 
     path: Path
     requests: int
+    distinct: int = 0
+    cold_windows: np.ndarray | None = None
 
 
 def bucket_count(requests: int, bucket_requests: int = BUCKET_REQUESTS) -> int:
@@ -249,10 +253,16 @@ class _BucketReader:
 
 
 def _merge(parts: list[Path], target: Path, requests: int, chunk_requests: int, progress=None,
-           name: str = "") -> None:
-    """Step 3: the buckets' next uses into one int64 file in trace order."""
+           name: str = "", window_size: int | None = None) -> tuple[int, np.ndarray | None]:
+    """Step 3: the buckets' next uses into one int64 file in trace order. Returns the distinct
+    fingerprints (requests never asked again: one per fingerprint) and, with `window_size`, the first
+    requests per window: a window's requests less those that are an earlier request's next use."""
     _allow_open_files(len(parts))
     readers = [_BucketReader(p) for p in parts]
+    distinct = 0
+    size = window_size or 1
+    windows = -(-requests // size) if window_size else 0
+    reused = np.zeros(windows, dtype=np.int64)
     try:
         with open(target, "wb") as out:
             for start in range(0, requests, chunk_requests):
@@ -266,6 +276,10 @@ def _merge(parts: list[Path], target: Path, requests: int, chunk_requests: int, 
                 if filled != stop - start:
                     raise RuntimeError(f"MIN's next-use merge found {filled} of {stop - start} positions "
                                        f"{start}..{stop - 1}: a bucket file is damaged")
+                again = window[window < requests]
+                distinct += len(window) - len(again)
+                if windows:
+                    reused += np.bincount(again // size, minlength=windows)[:windows]
                 out.write(window.tobytes())
                 if progress is not None:
                     progress.advance(NEXT_USE_COST_S_PER_REQUEST / 4 * (stop - start), f"{name}: MIN's next uses")
@@ -274,12 +288,18 @@ def _merge(parts: list[Path], target: Path, requests: int, chunk_requests: int, 
             reader.close()
     for p in parts:
         p.unlink()
+    if not windows:
+        return distinct, None
+    lengths = np.full(windows, size, dtype=np.int64)
+    lengths[-1] = requests - size * (windows - 1)
+    return distinct, lengths - reused
 
 
 def build_next_use(source: StreamSource, trace: str, directory: Path, chunk_requests: int,
-                   bucket_requests: int = BUCKET_REQUESTS, progress=None) -> NextUseFile:
+                   bucket_requests: int = BUCKET_REQUESTS, progress=None, window: int | None = None) -> NextUseFile:
     """The next uses of `source`'s `trace` (full or cross) in a raw int64 file in `directory`, built out
-    of core (see the module doc); the bucket files it writes meanwhile are removed."""
+    of core (see the module doc), with its distinct count and (per `window` requests) first requests;
+    the bucket files it writes meanwhile are removed."""
     work = Path(tempfile.mkdtemp(prefix="min-buckets-", dir=directory))
     try:
         buckets = bucket_count(source.requests, bucket_requests)
@@ -292,8 +312,8 @@ def build_next_use(source: StreamSource, trace: str, directory: Path, chunk_requ
                                  f"{source.name}: MIN's next uses")
         fd, name = tempfile.mkstemp(prefix="next-use-", suffix=".i64", dir=directory)
         os.close(fd)
-        _merge(parts, Path(name), requests, chunk_requests, progress, source.name)
-        return NextUseFile(Path(name), requests)
+        distinct, cold = _merge(parts, Path(name), requests, chunk_requests, progress, source.name, window)
+        return NextUseFile(Path(name), requests, distinct, cold)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -24,16 +24,22 @@ the paper), and misses are summed per (trace, policy, size).
   writes each stream's next uses to a file in `options.spill_dir`, out of
   core (8 bytes per request kept, 24 while building), and each MIN cache
   reads it in step with the chunks.
-- static and infinite do not stream: STATIC needs the whole trace's
-  frequencies before the first request, INFINITE a set of every distinct
-  fingerprint. They run in memory (simulate.py); docs/replay.md gives the
-  longest trace that fits.
+- infinite: no cache to run. Its misses are the first requests of each
+  fingerprint, which the next-use build counts as it merges (a request
+  never asked again is a fingerprint's last: one per fingerprint; a request
+  that is an earlier one's next use is not a first): asked for `infinite`
+  (or `min`), the next uses are built, and that count is the stream's
+  distinct fingerprints in the summary too.
+- static does not stream: STATIC needs the whole trace's frequencies before
+  the first request. It runs in memory (simulate.py); docs/replay.md gives
+  the longest trace that fits.
 With `jobs` > 1 the simulations are split into that many groups of about
 equal cost, each a forked process that reads the trace itself (the page
 cache serves the later reads): time divides, memory adds up.
 
-Also not counted here: the distinct fingerprints of a stream (that needs a
-set of all of them), so TraceStats.distinct is None.
+Without `min` or `infinite` the distinct fingerprints of a stream are not
+counted (that needs the next-use build or a set of all of them), so
+TraceStats.distinct is None.
 """
 
 from __future__ import annotations
@@ -64,7 +70,6 @@ from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
 
 NOT_STREAMED: dict[str, str] = {
     "static": "STATIC is pre-loaded from the whole trace's frequencies before its first request",
-    "infinite": "INFINITE's misses are the distinct fingerprints, which needs a set of all of them",
 }
 # Traces longer than this (requests in all streams) are replayed streaming unless told otherwise: the
 # in-memory LRU pass needs about 100 bytes per request, so 5 GB here.
@@ -76,6 +81,10 @@ IN_MEMORY_BYTES_PER_REQUEST = 70
 # on a loaded machine (only the ratios matter).
 COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7, "min": 3e-7}
 DEFAULT_COST_S_PER_REQUEST = 5e-7
+# Policies no simulation runs: the next-use build counts their misses (see the module doc).
+COUNTED = ("infinite",)
+# Policies that need each stream's next uses built before the simulations.
+NEEDS_NEXT_USES = ("min", "infinite")
 
 
 class PyLruStack:
@@ -227,6 +236,8 @@ class GroupResult:
 def plan_jobs(options: ReplayOptions) -> list[Job]:
     jobs = []
     for policy in options.policies:
+        if policy in COUNTED:
+            continue
         each = COST_S_PER_REQUEST.get(policy, DEFAULT_COST_S_PER_REQUEST)
         if policy == "lru":
             jobs.append(Job(policy, None, each))
@@ -337,6 +348,24 @@ def _add_windows(total: np.ndarray, where: int | slice, counts: np.ndarray) -> n
     return total
 
 
+def _count_distinct(st: TraceStats, built: list[NextUseFile]) -> None:
+    """The streams' distinct fingerprints, as the next-use build counted them."""
+    st.distinct = sum(b.distinct for b in built)
+    for row, b in zip(st.streams, built, strict=True):
+        row["distinct"] = b.distinct
+
+
+def _infinite(st: TraceStats, built: list[NextUseFile], sizes: int, windowed: bool) -> Tally:
+    """INFINITE at every size: each stream's first requests of a fingerprint (its distinct count)."""
+    windows = None
+    if windowed:
+        windows = np.zeros((sizes, 0), dtype=np.int64)
+        for b in built:
+            if b.cold_windows is not None:
+                windows = _add_windows(windows, slice(None), np.tile(b.cold_windows, (sizes, 1)))
+    return Tally(np.full(sizes, st.distinct or 0, dtype=np.int64), windows)
+
+
 @dataclass(frozen=True)
 class StreamingChoice:
     """How `crawler replay` reads its inputs: `sources` to stream, or None to load them in memory."""
@@ -380,13 +409,13 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
     started = time.perf_counter()
     check_options(options)
     check_streamable(options)
-    groups = split_jobs(plan_jobs(options), options.jobs)
+    groups = split_jobs(plan_jobs(options), options.jobs) or [[]]     # no jobs: still read for the counts
     total = sum(s.requests for s in sources)
-    with_min = "min" in options.policies
+    with_next_uses = any(p in NEEDS_NEXT_USES for p in options.policies)
     if progress is not None:
         progress.add_total(total * (sum(j.cost_s_per_request for j in plan_jobs(options))
-                                    + (NEXT_USE_COST_S_PER_REQUEST * len(options.traces) if with_min else 0.0)))
-    spill = Path(tempfile.mkdtemp(prefix="crawler-replay-min-", dir=options.spill_dir)) if with_min else None
+                                    + (NEXT_USE_COST_S_PER_REQUEST * len(options.traces) if with_next_uses else 0.0)))
+    spill = Path(tempfile.mkdtemp(prefix="crawler-replay-min-", dir=options.spill_dir)) if with_next_uses else None
     try:
         next_uses: dict[tuple[int, str], NextUseFile] = {}
         built_s = dict.fromkeys(options.traces, 0.0)
@@ -395,7 +424,7 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
                 for trace in options.traces:
                     t0 = time.perf_counter()
                     next_uses[(index, trace)] = build_next_use(source, trace, spill, chunk_requests,
-                                                               progress=progress)
+                                                               progress=progress, window=options.window)
                     built_s[trace] += time.perf_counter() - t0
         if len(groups) == 1:
             results = [_run_group(sources, options, groups[0], chunk_requests, next_uses, progress)]
@@ -423,8 +452,12 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
                 summed.windows = _add_windows(summed.windows, slice(None), tally.windows)
     stats = results[0].stats
     for trace, st in stats.items():
-        if with_min:
+        if with_next_uses:
             st.next_use_seconds = built_s[trace]
+            _count_distinct(st, [next_uses[(i, trace)] for i in range(len(sources))])
+            if "infinite" in options.policies:
+                tallies[(trace, "infinite")] = _infinite(st, [next_uses[(i, trace)] for i in range(len(sources))],
+                                                         len(options.sizes), options.window is not None)
         if options.window is not None:
             st.window_requests = window_requests([s["requests"] for s in st.streams], options.window)
             for (tr, _), tally in tallies.items():

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from tests.support.replay import locality_trace, write_node_log
 
-from crawler.replay import ReplayOptions, streaming
+from crawler.replay import ReplayOptions, replay, streaming
 from crawler.replay.chunks import SourceFile, StreamSource, open_sources, record_dtype
 from crawler.replay.cli import main
 from crawler.replay.traces import InputError, load_streams
 from crawler.splitter.streamlog import FLAG_CROSS, HEADER_SIZE, RECORD
 
-POLICIES = "lru,clock,sieve,clock-sets,min"
+POLICIES = "lru,clock,sieve,clock-sets,min,infinite"
 
 
 def read_rows(path) -> list[tuple[str, str, str, str]]:
@@ -62,7 +62,8 @@ def test_cli_streaming_equals_in_memory(inputs, tmp_path, capsys, which):
     assert set(stream_line["traces"]) == set(traces)
     for trace in traces:
         assert stream_line["traces"][trace]["requests"] == memory_line["traces"][trace]["requests"]
-        assert stream_line["traces"][trace]["distinct"] is None        # not counted when streaming
+        # counted by the next-use build (min and infinite ask for it), as in memory
+        assert stream_line["traces"][trace]["distinct"] == memory_line["traces"][trace]["distinct"] > 0
     summary = json.loads((tmp_path / "stream" / "summary.json").read_text())
     mem_summary = json.loads((tmp_path / "mem" / "summary.json").read_text())
     for trace in traces:
@@ -132,7 +133,7 @@ def test_policies_that_cannot_stream_are_refused_with_the_reason(inputs, tmp_pat
     code = main([str(inputs / "trace.npy"), "--streaming", "--policies", "lru,min,static,infinite", "--no-plots",
                  "--quiet", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot run static, infinite (" in err and "frequencies" in err and "--no-streaming" in err
+    assert code == 2 and "cannot run static (" in err and "frequencies" in err and "--no-streaming" in err
 
 
 def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys):
@@ -144,9 +145,9 @@ def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys)
     assert choice.sources is None and choice.requests == 7000
     monkeypatch.setattr(streaming, "AUTO_STREAMING_REQUESTS", 6999)
     assert main([str(inputs / "trace.npy"), "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err       # the paper's default policies include min, static and infinite
+    err = capsys.readouterr().err       # the paper's default policies include static
     assert "the inputs hold 7,000 requests (streamed from 6,999 on)" in err
-    assert "cannot run static, infinite (" in err
+    assert "cannot run static (" in err
 
 
 def test_bad_arrays_and_truncated_files_say_what_is_wrong(tmp_path):
@@ -163,3 +164,20 @@ def test_bad_arrays_and_truncated_files_say_what_is_wrong(tmp_path):
         fh.truncate(source.files[0].offset + 80 * 8)
     with pytest.raises(InputError, match="shorter than its header said"):
         list(source.chunks(30))
+
+
+def test_infinite_alone_streams_its_first_requests_and_counts_distinct(inputs, tmp_path):
+    """INFINITE runs no cache: the next-use build counts each stream's first requests, per window too;
+    they equal the in-memory replay's, and the spill directory is left empty."""
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    options = ReplayOptions(policies=("infinite",), sizes=(1, 64, 4096), window=333, spill_dir=str(spill))
+    streamed = streaming.replay_streaming(open_sources([inputs / "logs"]), options, chunk_requests=500)
+    memory = replay(load_streams([inputs / "logs"]), dataclasses.replace(options, engine="numpy"))
+    for trace in ("full", "cross"):
+        got, want = streamed.tallies[(trace, "infinite")], memory.tallies[(trace, "infinite")]
+        assert got.misses.tolist() == want.misses.tolist() and got.windows.tolist() == want.windows.tolist()
+        assert streamed.stats[trace].distinct == memory.stats[trace].distinct == int(want.misses[0])
+        assert [s["distinct"] for s in streamed.stats[trace].streams] == \
+            [s["distinct"] for s in memory.stats[trace].streams]
+    assert list(spill.iterdir()) == []
