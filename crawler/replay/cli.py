@@ -136,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-requests", type=_positive, default=DEFAULT_CHUNK_REQUESTS, metavar="N",
                         help=f"requests read per chunk when streaming (default {DEFAULT_CHUNK_REQUESTS})")
     parser.add_argument("--spill-dir", default=None, metavar="DIR",
-                        help="where the streaming replay's min writes each stream's next uses: 8 bytes per "
-                             "request, 24 while building them (default: the temporary directory, TMPDIR)")
+                        help="where the streaming replay builds what min and infinite (each stream's next "
+                             "uses: 8 bytes per request, 24 while building) and static (its most frequent "
+                             "fingerprints: 16 bytes per request while counting) need first (default: the "
+                             "temporary directory, TMPDIR)")
     parser.add_argument("--no-plots", action="store_true", help="write the CSV files only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser

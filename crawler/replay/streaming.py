@@ -30,9 +30,9 @@ the paper), and misses are summed per (trace, policy, size).
   that is an earlier one's next use is not a first): asked for `infinite`
   (or `min`), the next uses are built, and that count is the stream's
   distinct fingerprints in the summary too.
-- static does not stream: STATIC needs the whole trace's frequencies before
-  the first request. It runs in memory (simulate.py); docs/replay.md gives
-  the longest trace that fits.
+- static: every size in one pass, as LRU, once each stream's most frequent
+  fingerprints (as many as the largest size) are found out of core
+  (static_streaming.build_static_table, in `options.spill_dir`).
 With `jobs` > 1 the simulations are split into that many groups of about
 equal cost, each a forked process that reads the trace itself (the page
 cache serves the later reads): time divides, memory adds up.
@@ -66,11 +66,11 @@ from crawler.replay.min_streaming import (
     build_next_use,
 )
 from crawler.replay.simulate import ReplayOptions, ReplayResult, Tally, TraceStats, check_options, window_requests
+from crawler.replay.static_streaming import STATIC_COST_S_PER_REQUEST, StaticRun, StaticTable, build_static_table
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
 
-NOT_STREAMED: dict[str, str] = {
-    "static": "STATIC is pre-loaded from the whole trace's frequencies before its first request",
-}
+NOT_STREAMED: dict[str, str] = {}
+"""Policies the streaming replay refuses, and why (none now; check_streamable names any)."""
 # Traces longer than this (requests in all streams) are replayed streaming unless told otherwise: the
 # in-memory LRU pass needs about 100 bytes per request, so 5 GB here.
 AUTO_STREAMING_REQUESTS = 50_000_000
@@ -79,10 +79,11 @@ IN_MEMORY_BYTES_PER_REQUEST = 70
 # Rough seconds per request of a simulation (LRU: all sizes; the others: one size), to balance `jobs`
 # groups and move the progress bar: 10^7 requests of bench/replay_scale_bench.py's trace, sizes 2^0..2^25,
 # on a loaded machine (only the ratios matter).
-COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7, "min": 3e-7}
+COST_S_PER_REQUEST = {"lru": 9e-7, "clock": 5e-7, "sieve": 4e-7, "min": 3e-7, "static": 2e-7}
 DEFAULT_COST_S_PER_REQUEST = 5e-7
 # Policies no simulation runs: the next-use build counts their misses (see the module doc).
 COUNTED = ("infinite",)
+ONE_PASS = ("lru", "static")          # every size in one simulation
 # Policies that need each stream's next uses built before the simulations.
 NEEDS_NEXT_USES = ("min", "infinite")
 
@@ -239,7 +240,7 @@ def plan_jobs(options: ReplayOptions) -> list[Job]:
         if policy in COUNTED:
             continue
         each = COST_S_PER_REQUEST.get(policy, DEFAULT_COST_S_PER_REQUEST)
-        if policy == "lru":
+        if policy in ONE_PASS:
             jobs.append(Job(policy, None, each))
         else:
             jobs.extend(Job(policy, i, each) for i in range(len(options.sizes)))
@@ -258,9 +259,11 @@ def split_jobs(jobs: list[Job], groups: int) -> list[list[Job]]:
 
 
 def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[Job],
-               chunk_requests: int, next_uses: dict[tuple[int, str], NextUseFile], progress=None) -> GroupResult:
+               chunk_requests: int, next_uses: dict[tuple[int, str], NextUseFile],
+               static_tables: dict[tuple[int, str], StaticTable], progress=None) -> GroupResult:
     """Every job of the group over every stream, reading each stream once; `progress` (in this process
-    only) advances per chunk. `next_uses[(stream index, trace)]`: the stream's next uses, for MIN."""
+    only) advances per chunk. `next_uses[(stream index, trace)]`: the stream's next uses, for MIN;
+    `static_tables[(stream index, trace)]`: its most frequent fingerprints, for STATIC."""
     per_request = sum(j.cost_s_per_request for j in jobs)
     sizes = np.asarray(options.sizes, dtype=np.int64)
     window = options.window
@@ -271,15 +274,18 @@ def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[J
                                              None if window is None else np.zeros((len(sizes), 0), dtype=np.int64))
     stats = {trace: TraceStats(trace, distinct=None) for trace in options.traces}
     for index, source in enumerate(sources):
-        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun | MinRun]]] = {}
+        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun | MinRun | StaticRun]]] = {}
         readers: list[NextUseReader] = []
         for trace in options.traces:
             runs[trace] = []
             if any(j.policy == "min" for j in jobs):
                 readers.append(NextUseReader(next_uses[(index, trace)]))
             for job in jobs:
-                run: _LruRun | _CacheRun | MinRun
-                if job.size_index is None:
+                run: _LruRun | _CacheRun | MinRun | StaticRun
+                if job.policy == "static":
+                    run = StaticRun(sizes, static_tables[(index, trace)],
+                                    None if window is None else _Windows(len(sizes), window))
+                elif job.size_index is None:
                     run = _LruRun(sizes, window)
                 elif job.policy == "min":
                     run = MinRun(int(sizes[job.size_index]), readers[-1],
@@ -405,34 +411,46 @@ def check_streamable(options: ReplayOptions, requests: int | None = None) -> Non
 def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
                      chunk_requests: int = DEFAULT_CHUNK_REQUESTS, progress=None) -> ReplayResult:
     """Simulates `options` over `sources` streaming (see the module docstring); the same result as
-    simulate.replay on the same streams, except that the distinct counts are None."""
+    simulate.replay on the same streams, except that the distinct counts are None unless the next
+    uses were built (min or infinite asked)."""
     started = time.perf_counter()
     check_options(options)
     check_streamable(options)
     groups = split_jobs(plan_jobs(options), options.jobs) or [[]]     # no jobs: still read for the counts
     total = sum(s.requests for s in sources)
     with_next_uses = any(p in NEEDS_NEXT_USES for p in options.policies)
+    with_static = "static" in options.policies
     if progress is not None:
-        progress.add_total(total * (sum(j.cost_s_per_request for j in plan_jobs(options))
-                                    + (NEXT_USE_COST_S_PER_REQUEST * len(options.traces) if with_next_uses else 0.0)))
-    spill = Path(tempfile.mkdtemp(prefix="crawler-replay-min-", dir=options.spill_dir)) if with_next_uses else None
+        built = (NEXT_USE_COST_S_PER_REQUEST if with_next_uses else 0.0) + \
+            (STATIC_COST_S_PER_REQUEST if with_static else 0.0)
+        simulated = sum(j.cost_s_per_request for j in plan_jobs(options))
+        progress.add_total(total * (simulated + built * len(options.traces)))
+    spill = None
+    if with_next_uses or with_static:
+        spill = Path(tempfile.mkdtemp(prefix="crawler-replay-", dir=options.spill_dir))
     try:
         next_uses: dict[tuple[int, str], NextUseFile] = {}
+        static_tables: dict[tuple[int, str], StaticTable] = {}
         built_s = dict.fromkeys(options.traces, 0.0)
         if spill is not None:       # once here, not in each group: the groups share the files
             for index, source in enumerate(sources):
                 for trace in options.traces:
-                    t0 = time.perf_counter()
-                    next_uses[(index, trace)] = build_next_use(source, trace, spill, chunk_requests,
-                                                               progress=progress, window=options.window)
-                    built_s[trace] += time.perf_counter() - t0
+                    if with_static:
+                        static_tables[(index, trace)] = build_static_table(
+                            source, trace, spill, chunk_requests, int(options.sizes[-1]), progress=progress)
+                    if with_next_uses:
+                        t0 = time.perf_counter()
+                        next_uses[(index, trace)] = build_next_use(source, trace, spill, chunk_requests,
+                                                                   progress=progress, window=options.window)
+                        built_s[trace] += time.perf_counter() - t0
         if len(groups) == 1:
-            results = [_run_group(sources, options, groups[0], chunk_requests, next_uses, progress)]
+            results = [_run_group(sources, options, groups[0], chunk_requests, next_uses, static_tables, progress)]
         else:
             with ProcessPoolExecutor(max_workers=len(groups),
                                      mp_context=multiprocessing.get_context("fork")) as pool:
                 results = list(pool.map(_run_group, [sources] * len(groups), [options] * len(groups), groups,
-                                        [chunk_requests] * len(groups), [next_uses] * len(groups)))
+                                        [chunk_requests] * len(groups), [next_uses] * len(groups),
+                                        [static_tables] * len(groups)))
     finally:
         if spill is not None:
             shutil.rmtree(spill, ignore_errors=True)

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 from tests.support.replay import locality_trace, write_node_log
 
+from crawler.cache import POLICY_NAMES
 from crawler.replay import ReplayOptions, replay, streaming
 from crawler.replay.chunks import SourceFile, StreamSource, open_sources, record_dtype
 from crawler.replay.cli import main
 from crawler.replay.traces import InputError, load_streams
 from crawler.splitter.streamlog import FLAG_CROSS, HEADER_SIZE, RECORD
 
-POLICIES = "lru,clock,sieve,clock-sets,min,infinite"
+POLICIES = "lru,clock,sieve,clock-sets,min,infinite,static"
 
 
 def read_rows(path) -> list[tuple[str, str, str, str]]:
@@ -129,11 +130,9 @@ def test_raw_u64_files_stream_and_are_refused_in_memory(tmp_path, capsys):
         open_sources([tmp_path / "odd.u64"])
 
 
-def test_policies_that_cannot_stream_are_refused_with_the_reason(inputs, tmp_path, capsys):
-    code = main([str(inputs / "trace.npy"), "--streaming", "--policies", "lru,min,static,infinite", "--no-plots",
-                 "--quiet", "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert code == 2 and "cannot run static (" in err and "frequencies" in err and "--no-streaming" in err
+def test_every_policy_streams(inputs, tmp_path):
+    assert streaming.NOT_STREAMED == {}
+    streaming.check_streamable(ReplayOptions(policies=tuple(POLICY_NAMES)))
 
 
 def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys):
@@ -144,10 +143,14 @@ def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys)
     choice = streaming.choose_streaming([inputs / "trace.npy"], None)
     assert choice.sources is None and choice.requests == 7000
     monkeypatch.setattr(streaming, "AUTO_STREAMING_REQUESTS", 6999)
-    assert main([str(inputs / "trace.npy"), "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err       # the paper's default policies include static
-    assert "the inputs hold 7,000 requests (streamed from 6,999 on)" in err
-    assert "cannot run static (" in err
+    # The paper's default policies (static, min and infinite among them) stream, and match in memory.
+    common = [str(inputs / "trace.npy"), "--no-plots", "--quiet", "--sizes", "2^0..2^8"]
+    assert main([*common, "--out", str(tmp_path / "out")]) == 0
+    assert main([*common, "--out", str(tmp_path / "mem"), "--no-streaming"]) == 0
+    streamed = json.loads((tmp_path / "out" / "summary.json").read_text())
+    memory = json.loads((tmp_path / "mem" / "summary.json").read_text())
+    assert streamed["lru_engine"] == "stream" and memory["lru_engine"] != "stream"
+    assert read_rows(tmp_path / "out" / "results.csv") == read_rows(tmp_path / "mem" / "results.csv")
 
 
 def test_bad_arrays_and_truncated_files_say_what_is_wrong(tmp_path):
