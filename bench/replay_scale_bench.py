@@ -22,12 +22,14 @@ the caches, not the trace.
    peak RSS, and checks the target (peak RSS <= 4 GiB). `--policies min`
    runs MIN out of core (next uses built through bucket files in the
    replay's --spill-dir, here beside the trace): also the time to build
-   them and the peak bytes its files took on disk. `--replay-jobs 2` splits
+   them and the peak bytes its files took on disk; `infinite` builds the same
+   next uses (it runs no cache), and `static` ranks each stream's most
+   frequent fingerprints out of core first (its peak on disk is reported too). `--replay-jobs 2` splits
    a policy's sizes over two processes (RSS then summed over them).
 3. Baseline, on the first `--baseline-requests` (10^7) of the same trace:
    the in-memory replay and the streaming replay of that prefix, in the same
-   way (LRU, CLOCK, SIEVE and MIN), with their time per request and a check
-   that every (policy, size) miss count is equal.
+   way (LRU, CLOCK, SIEVE and MIN, or `--baseline-policies`), with their time
+   per request and a check that every (policy, size) miss count is equal.
 
     python bench/replay_scale_bench.py                       # 10^9 requests (~8 GB in --dir)
     python bench/replay_scale_bench.py --requests 10000000   # a quick run
@@ -64,6 +66,7 @@ BASELINE_REQUESTS = 10**7
 SIZES = "2^0..2^25"
 POLICIES = ("lru", "clock", "sieve")
 BASELINE_POLICIES = (*POLICIES, "min")
+SPILLING = {"min", "infinite", "static"}     # what streaming builds on disk first (--spill-dir)
 RSS_TARGET_BYTES = 4 << 30
 SAMPLE_S = 0.5
 STATUS_EVERY_S = 60.0     # a long run prints its elapsed time and peak RSS so far this often
@@ -143,7 +146,7 @@ def run_replay(inputs: list[Path], policies: str, out: Path, streaming: bool, lo
                 break
             together = _vm_kib(proc.pid, "VmRSS") + sum(_vm_kib(c, "VmRSS") for c in _children(proc.pid))
             peak_kib = max(peak_kib, _vm_kib(proc.pid, "VmHWM"), together)
-            if "min" in policies.split(","):
+            if SPILLING & set(policies.split(",")):
                 spill_peak = max(spill_peak, _spill_bytes(spill))
             if time.perf_counter() >= status_at:
                 status_at += STATUS_EVERY_S
@@ -193,14 +196,14 @@ def report(label: str, run: dict, requests: int) -> None:
           f"CPU {run['cpu_seconds']:,.0f} s  peak RSS {gib:5.2f} GiB ({verdict}){extra}", flush=True)
 
 
-def baseline(trace: Path, work: Path, requests: int) -> dict:
+def baseline(trace: Path, work: Path, requests: int, policies: tuple[str, ...] = BASELINE_POLICIES) -> dict:
     """Streaming and in-memory replay of the trace's first `requests`: time per request, equal misses
     (MIN too: in memory it needs the whole trace, streaming it builds the next uses on disk first)."""
     prefix = work / f"scale-prefix-{requests}.npy"
     write_prefix(trace, prefix, requests)
     out: dict = {"requests": requests, "policies": {}}
     try:
-        for policy in BASELINE_POLICIES:
+        for policy in policies:
             runs = {}
             for streaming in (False, True):
                 label = f"{policy} {'streaming' if streaming else 'in memory'}"
@@ -232,6 +235,8 @@ def main() -> int:
     parser.add_argument("--write-only", action="store_true", help="write the trace and stop")
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help=f"policies replayed over the whole trace, one process each (default {','.join(POLICIES)})")
+    parser.add_argument("--baseline-policies", default=",".join(BASELINE_POLICIES),
+                        help=f"policies of the baseline (default {','.join(BASELINE_POLICIES)})")
     parser.add_argument("--parallel", action="store_true",
                         help="replay the policies over the whole trace at the same time (a process each)")
     parser.add_argument("--replay-jobs", type=int, default=1,
@@ -249,7 +254,8 @@ def main() -> int:
     line: dict = {"requests": args.requests, "sizes": SIZES, "model": MODEL, "load_average": os.getloadavg()}
     try:
         if args.baseline_requests:
-            line["baseline"] = baseline(path, args.dir, min(args.baseline_requests, args.requests))
+            line["baseline"] = baseline(path, args.dir, min(args.baseline_requests, args.requests),
+                                        tuple(p for p in args.baseline_policies.split(",") if p))
         line["full"] = {}
         policies = [p for p in args.policies.split(",") if p]
 

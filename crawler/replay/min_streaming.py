@@ -54,7 +54,8 @@ MERGE_BLOCK = 1 << 16
 """Records read from each bucket at a time while merging (1 MiB each)."""
 NEXT_USE_COST_S_PER_REQUEST = 4e-7
 """Rough seconds per request to build a stream's next uses (for the progress bar only)."""
-_BUCKET_RECORD = np.dtype([("fp", "<u8"), ("pos", "<i8")])
+BUCKET_RECORD = np.dtype([("fp", "<u8"), ("pos", "<i8")])
+"""A request in a bucket file: its fingerprint and its position in the trace."""
 _NEXT_RECORD = np.dtype([("pos", "<i8"), ("next", "<i8")])
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
@@ -169,10 +170,11 @@ def _allow_open_files(needed: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
-def _split(source: StreamSource, trace: str, directory: Path, buckets: int, chunk_requests: int,
-           progress=None) -> tuple[list[Path], int]:
-    """Step 1: every request's (fingerprint, position) into its bucket's file; returns the files and
-    the trace's length."""
+def split_to_buckets(source: StreamSource, trace: str, directory: Path, buckets: int, chunk_requests: int,
+                     progress=None) -> tuple[list[Path], int]:
+    """Step 1: every request's (fingerprint, position) into its bucket's file (BUCKET_RECORD), all the
+    requests of a fingerprint in one bucket, in trace order; returns the files and the trace's length.
+    STATIC's ranking (static_streaming) splits the same way."""
     paths = [directory / f"bucket-{b:05d}.rec" for b in range(buckets)]
     _allow_open_files(buckets)
     files = [open(p, "wb") for p in paths]
@@ -183,7 +185,7 @@ def _split(source: StreamSource, trace: str, directory: Path, buckets: int, chun
             if len(part):
                 which = _buckets_of(part, buckets)
                 order = np.argsort(which, kind="stable")
-                records = np.empty(len(part), dtype=_BUCKET_RECORD)
+                records = np.empty(len(part), dtype=BUCKET_RECORD)
                 records["fp"] = part[order]
                 records["pos"] = order + offset
                 counts = np.bincount(which, minlength=buckets)
@@ -201,7 +203,7 @@ def _split(source: StreamSource, trace: str, directory: Path, buckets: int, chun
 
 def _next_uses_of_bucket(path: Path, never: int, chunk_requests: int) -> Path:
     """Step 2: the bucket's (position, next use) in trace order, read from its end (see the module doc)."""
-    count = path.stat().st_size // _BUCKET_RECORD.itemsize
+    count = path.stat().st_size // BUCKET_RECORD.itemsize
     target = path.with_suffix(".next")
     kernel = next_use_kernel(never)
     with open(path, "rb") as src, open(target, "wb") as dst:
@@ -209,8 +211,8 @@ def _next_uses_of_bucket(path: Path, never: int, chunk_requests: int) -> Path:
         end = count
         while end > 0:
             start = max(0, end - chunk_requests)
-            src.seek(start * _BUCKET_RECORD.itemsize)
-            records = np.frombuffer(src.read((end - start) * _BUCKET_RECORD.itemsize), dtype=_BUCKET_RECORD)
+            src.seek(start * BUCKET_RECORD.itemsize)
+            records = np.frombuffer(src.read((end - start) * BUCKET_RECORD.itemsize), dtype=BUCKET_RECORD)
             fps = np.ascontiguousarray(records["fp"])
             positions = np.ascontiguousarray(records["pos"])
             out = np.empty(len(records), dtype=_NEXT_RECORD)
@@ -303,7 +305,7 @@ def build_next_use(source: StreamSource, trace: str, directory: Path, chunk_requ
     work = Path(tempfile.mkdtemp(prefix="min-buckets-", dir=directory))
     try:
         buckets = bucket_count(source.requests, bucket_requests)
-        paths, requests = _split(source, trace, work, buckets, chunk_requests, progress)
+        paths, requests = split_to_buckets(source, trace, work, buckets, chunk_requests, progress)
         parts = []
         for path in paths:
             parts.append(_next_uses_of_bucket(path, requests, chunk_requests))

@@ -36,15 +36,19 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from crawler.replay.chunks import StreamSource
-from crawler.replay.min_streaming import _BUCKET_RECORD, BUCKET_REQUESTS, _split, bucket_count
+from crawler.replay.min_streaming import BUCKET_RECORD, BUCKET_REQUESTS, bucket_count, split_to_buckets
+
+if TYPE_CHECKING:
+    from crawler.replay.streaming import _Windows
 
 COUNT_REQUESTS = 1 << 24
 """Requests of a bucket counted at a time (a bucket a heavy fingerprint made large is read in parts)."""
-STATIC_COST_S_PER_REQUEST = 3e-7
+STATIC_COST_S_PER_REQUEST = 4e-7
 """Rough seconds per request to build a stream's table (for the progress bar only)."""
 
 
@@ -70,10 +74,10 @@ def _count_bucket(path: Path) -> tuple[np.ndarray, np.ndarray]:
     counts = np.empty(0, dtype=np.int64)
     with open(path, "rb") as fh:
         while True:
-            data = fh.read(COUNT_REQUESTS * _BUCKET_RECORD.itemsize)
+            data = fh.read(COUNT_REQUESTS * BUCKET_RECORD.itemsize)
             if not data:
                 break
-            fps = np.frombuffer(data, dtype=_BUCKET_RECORD)["fp"]
+            fps = np.frombuffer(data, dtype=BUCKET_RECORD)["fp"]
             part, part_counts = np.unique(fps, return_counts=True)
             if not len(values):
                 values, counts = part, part_counts.astype(np.int64)
@@ -90,8 +94,8 @@ def build_static_table(source: StreamSource, trace: str, directory: Path, chunk_
     (see the module doc); the bucket files it writes meanwhile are removed."""
     work = Path(tempfile.mkdtemp(prefix="static-buckets-", dir=directory))
     try:
-        paths, _ = _split(source, trace, work, bucket_count(source.requests, bucket_requests), chunk_requests,
-                          progress)
+        buckets = bucket_count(source.requests, bucket_requests)
+        paths, _ = split_to_buckets(source, trace, work, buckets, chunk_requests, progress)
         top_values = np.empty(0, dtype=np.uint64)
         top_counts = np.empty(0, dtype=np.int64)
         for path in paths:
@@ -115,18 +119,23 @@ def build_static_table(source: StreamSource, trace: str, directory: Path, chunk_
 class StaticRun:
     """STATIC at every size of one stream's trace, one pass over the stream with its table."""
 
-    def __init__(self, sizes: np.ndarray, table: StaticTable, windows=None) -> None:
+    def __init__(self, sizes: np.ndarray, table: StaticTable, windows: _Windows | None = None) -> None:
         self.sizes = sizes
         self.fps = np.load(table.fps_path, mmap_mode="r")
         self.ranks = np.load(table.ranks_path, mmap_mode="r")
         self.beyond = table.keep + 1           # the depth of a fingerprint not in the table: misses everywhere
         self.hist = np.zeros(len(sizes) + 1, dtype=np.int64)
-        self.windows = windows                  # streaming._Windows over every size, or None
+        self.windows = windows                  # misses per size and window, or None
 
     def feed(self, fps: np.ndarray, offset: int) -> None:
         depths = np.full(len(fps), self.beyond, dtype=np.int64)
         if len(self.fps):
-            at = np.minimum(np.searchsorted(self.fps, fps), len(self.fps) - 1)
+            # Looked up in sorted order: each search starts where the last one ended (numpy narrows
+            # the range for ascending keys), 7-8x faster than random probes into a table of 10^7.
+            order = np.argsort(fps)
+            at = np.empty(len(fps), dtype=np.intp)
+            at[order] = np.searchsorted(self.fps, fps[order])
+            np.minimum(at, len(self.fps) - 1, out=at)
             found = self.fps[at] == fps
             depths[found] = self.ranks[at[found]] + 1
         # bucket = the number of sizes below the depth = the sizes at which the request misses
