@@ -217,6 +217,26 @@ class _CacheRun:
         return np.array([self.cache.misses], dtype=np.int64)
 
 
+class _ColdRun:
+    """MIN at a size that holds all of a stream's distinct fingerprints: it never evicts, so it misses
+    each fingerprint's first request only, which the next-use build counted. Nothing is simulated (the
+    in-memory replay skips these sizes the same way)."""
+
+    def __init__(self, built: NextUseFile, window: int | None) -> None:
+        self.distinct = built.distinct
+        self.windows = None
+        if window is not None:
+            self.windows = _Windows(1, window)
+            if built.cold_windows is not None:
+                self.windows.counts = built.cold_windows[None, :].copy()
+
+    def feed(self, fps: np.ndarray, offset: int) -> None:
+        pass
+
+    def misses(self) -> np.ndarray:
+        return np.array([self.distinct], dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class Job:
     """A simulation: `policy` at one size (`size_index`), or LRU at every size (size_index None)."""
@@ -274,19 +294,21 @@ def _run_group(sources: list[StreamSource], options: ReplayOptions, jobs: list[J
                                              None if window is None else np.zeros((len(sizes), 0), dtype=np.int64))
     stats = {trace: TraceStats(trace, distinct=None) for trace in options.traces}
     for index, source in enumerate(sources):
-        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun | MinRun | StaticRun]]] = {}
+        runs: dict[str, list[tuple[Job, _LruRun | _CacheRun | MinRun | StaticRun | _ColdRun]]] = {}
         readers: list[NextUseReader] = []
         for trace in options.traces:
             runs[trace] = []
             if any(j.policy == "min" for j in jobs):
                 readers.append(NextUseReader(next_uses[(index, trace)]))
             for job in jobs:
-                run: _LruRun | _CacheRun | MinRun | StaticRun
+                run: _LruRun | _CacheRun | MinRun | StaticRun | _ColdRun
                 if job.policy == "static":
                     run = StaticRun(sizes, static_tables[(index, trace)],
                                     None if window is None else _Windows(len(sizes), window))
                 elif job.size_index is None:
                     run = _LruRun(sizes, window)
+                elif job.policy == "min" and int(sizes[job.size_index]) >= next_uses[(index, trace)].distinct:
+                    run = _ColdRun(next_uses[(index, trace)], window)       # holds them all: never evicts
                 elif job.policy == "min":
                     run = MinRun(int(sizes[job.size_index]), readers[-1],
                                  None if window is None else _Windows(1, window))
