@@ -27,7 +27,6 @@ from crawler.replay.streaming import (
     AUTO_STREAMING_REQUESTS,
     DEFAULT_CHUNK_REQUESTS,
     StreamingChoice,
-    check_streamable,
     choose_streaming,
     replay_streaming,
 )
@@ -161,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         inputs: StreamingChoice = choose_streaming(args.inputs, args.streaming)
         if inputs.sources is not None and args.per_worker:
             raise ValueError("--per-worker replays in memory and does not stream: add --no-streaming")
-        if inputs.sources is not None and args.streaming is None:
-            check_streamable(ReplayOptions(policies=policies), inputs.requests)    # say why it streams
         streams = [] if inputs.sources else load_streams(args.inputs)
         if args.per_worker:
             streams = per_worker_streams(streams)

@@ -69,13 +69,9 @@ from crawler.replay.simulate import ReplayOptions, ReplayResult, Tally, TraceSta
 from crawler.replay.static_streaming import STATIC_COST_S_PER_REQUEST, StaticRun, StaticTable, build_static_table
 from crawler.splitter.streamlog import FLAG_CACHE_HIT, FLAG_CROSS
 
-NOT_STREAMED: dict[str, str] = {}
-"""Policies the streaming replay refuses, and why (none now; check_streamable names any)."""
 # Traces longer than this (requests in all streams) are replayed streaming unless told otherwise: the
 # in-memory LRU pass needs about 100 bytes per request, so 5 GB here.
 AUTO_STREAMING_REQUESTS = 50_000_000
-# Peak memory of the in-memory replay's MIN per request (3.91 GiB at 6 * 10^7 requests, docs/replay.md).
-IN_MEMORY_BYTES_PER_REQUEST = 70
 # Rough seconds per request of a simulation (LRU: all sizes; the others: one size), to balance `jobs`
 # groups and move the progress bar: 10^7 requests of bench/replay_scale_bench.py's trace, sizes 2^0..2^25,
 # on a loaded machine (only the ratios matter).
@@ -416,20 +412,6 @@ def choose_streaming(inputs: list[str | os.PathLike], streaming: bool | None) ->
     return StreamingChoice(sources if streaming else None, requests)
 
 
-def check_streamable(options: ReplayOptions, requests: int | None = None) -> None:
-    """Raises ValueError naming each asked policy that does not stream, and why; with the inputs'
-    `requests`, also why replay streams and what the in-memory replay would need."""
-    refused = [p for p in options.policies if p in NOT_STREAMED]
-    if refused:
-        why = "; ".join(f"{p}: {NOT_STREAMED[p]}" for p in refused)
-        context = "" if requests is None else (
-            f"the inputs hold {requests:,} requests (streamed from {AUTO_STREAMING_REQUESTS:,} on), and ")
-        need = "" if requests is None else f", about {requests * IN_MEMORY_BYTES_PER_REQUEST / (1 << 30):.1f} GiB"
-        raise ValueError(f"{context}the streaming replay cannot run {', '.join(refused)} ({why}); drop them "
-                         f"from --policies, or replay in memory with --no-streaming if the trace fits "
-                         f"(~{IN_MEMORY_BYTES_PER_REQUEST} bytes per request{need}; docs/replay.md)")
-
-
 def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
                      chunk_requests: int = DEFAULT_CHUNK_REQUESTS, progress=None) -> ReplayResult:
     """Simulates `options` over `sources` streaming (see the module docstring); the same result as
@@ -437,7 +419,6 @@ def replay_streaming(sources: list[StreamSource], options: ReplayOptions,
     uses were built (min or infinite asked)."""
     started = time.perf_counter()
     check_options(options)
-    check_streamable(options)
     groups = split_jobs(plan_jobs(options), options.jobs) or [[]]     # no jobs: still read for the counts
     total = sum(s.requests for s in sources)
     with_next_uses = any(p in NEEDS_NEXT_USES for p in options.policies)

@@ -131,8 +131,11 @@ def test_raw_u64_files_stream_and_are_refused_in_memory(tmp_path, capsys):
 
 
 def test_every_policy_streams(inputs, tmp_path):
-    assert streaming.NOT_STREAMED == {}
-    streaming.check_streamable(ReplayOptions(policies=tuple(POLICY_NAMES)))
+    options = ReplayOptions(policies=tuple(POLICY_NAMES), sizes=(1, 16, 256), spill_dir=str(tmp_path))
+    result = streaming.replay_streaming(open_sources([inputs / "trace.npy"]), options, chunk_requests=1000)
+    for policy in POLICY_NAMES:
+        misses = result.tallies[("full", policy)].misses
+        assert 0 <= misses[-1] <= misses[0] <= 7000, (policy, misses)
 
 
 def test_long_inputs_stream_automatically(inputs, tmp_path, monkeypatch, capsys):
